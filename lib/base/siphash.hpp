@@ -1,0 +1,15 @@
+// SipHash-2-4 (Aumasson & Bernstein, 2012): a keyed 64-bit PRF. The server uses it
+// to authenticate the file handles it issues and to checksum calls for the DRC.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+namespace nfsrdma {
+
+using SipKey = std::array<std::uint8_t, 16>;
+
+std::uint64_t siphash24(const SipKey& key, std::span<const std::uint8_t> data);
+
+}  // namespace nfsrdma

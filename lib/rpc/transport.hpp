@@ -1,0 +1,90 @@
+// The Transport interface (DESIGN.md): what the NFS code above sees of a
+// connection, whichever of the two implementations (tcp, rdma) carries it.
+//
+// A message is split where RPC-over-RDMA splits it: `payload` is the one
+// DDP-eligible data item (WRITE data in a call, READ data in a reply, RFC 8267
+// §2) and sits at byte `payload_offset` of the XDR stream. TCP sends it inline;
+// RDMA moves it by RDMA Read/Write. Nothing above this line knows which.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::rpc {
+
+// ---- client side ----
+
+struct OutgoingCall {
+  std::uint32_t xid = 0;
+  // The whole call (header and arguments), XDR-encoded. If `payload` is not empty,
+  // `message` holds everything before it and `tail` everything after it; the
+  // payload's opaque length word is the last word of `message`.
+  std::span<const std::uint8_t> message;
+  std::span<const std::uint8_t> payload;
+  std::span<const std::uint8_t> tail;
+  // Where the reply's DDP-eligible data may be placed directly (an RDMA Write
+  // chunk). Transports that cannot leave the data inline in the reply.
+  std::span<std::uint8_t> reply_payload;
+};
+
+// Runs once per call with the whole reply message (valid only during the
+// callback) or the error that ended the call.
+using ReplyHandler = std::function<void(Result<std::span<const std::uint8_t>>)>;
+
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+  // Sends a call. `on_reply` may run on the transport's own thread, before or
+  // after call() returns; the spans in `call` need only live until call() returns.
+  virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
+  // Fails every call still pending and stops; no callback runs after it returns.
+  virtual void shutdown() = 0;
+};
+
+// ---- server side ----
+
+struct Peer {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  std::string describe() const;
+};
+
+struct ReplyMessage {
+  std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded
+  // The DDP-eligible item inside `bytes` (READ data), or length 0.
+  std::size_t payload_offset = 0;
+  std::size_t payload_length = 0;
+};
+
+// The way back to the client that sent a call. Every call handed to a
+// CallHandler ends in exactly one send() or drop(); transports count calls in
+// flight per connection by it and stop reading from a connection at its limit.
+// Sending after the connection closed is a no-op.
+class ReplyChannel {
+ public:
+  virtual ~ReplyChannel() = default;
+  virtual void send(ReplyMessage&& reply) = 0;
+  // The call gets no reply (e.g. a retransmission of a call still executing).
+  virtual void drop() = 0;
+  virtual void close() = 0;
+  virtual const Peer& peer() const = 0;
+};
+
+struct IncomingCall {
+  std::vector<std::uint8_t> message;  // the whole call, XDR-encoded
+  std::shared_ptr<ReplyChannel> channel;
+  int listener = 0;  // the tag of the listener the call arrived on
+};
+
+using CallHandler = std::function<void(IncomingCall&&)>;
+
+}  // namespace nfsrdma::rpc

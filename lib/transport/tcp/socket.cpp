@@ -1,0 +1,133 @@
+#include "lib/transport/tcp/socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace nfsrdma::tcp {
+
+Result<sockaddr_storage> resolve(const std::string& host, std::uint16_t port, socklen_t& len) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (host.empty() ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) {
+    return Error{ErrorDomain::config, rc, Action::fail,
+                 "cannot resolve '" + host + "': " + gai_strerror(rc)};
+  }
+  sockaddr_storage ss{};
+  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return ss;
+}
+
+Result<Fd> listen_tcp(const std::string& host, std::uint16_t port, int backlog) {
+  socklen_t len = 0;
+  auto addr = resolve(host, port, len);
+  if (!addr) return addr.error();
+  Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error(errno, "socket");
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
+    return sys_error(errno, "bind " + (host.empty() ? std::string("*") : host) + ":" + std::to_string(port));
+  }
+  if (::listen(fd.get(), backlog) != 0) return sys_error(errno, "listen");
+  return fd;
+}
+
+std::uint16_t local_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+namespace {
+
+bool bind_reserved(int fd, int family) {
+  // Walk down from 1023 like bindresvport(3); give up quietly when not permitted.
+  for (std::uint16_t p = 1023; p >= 600; --p) {
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(p);
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(p);
+      len = sizeof *a;
+    }
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) return true;
+    if (errno == EACCES || errno == EPERM) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port) {
+  socklen_t len = 0;
+  auto addr = resolve(host, port, len);
+  if (!addr) return addr.error();
+  Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error(errno, "socket");
+  if (reserved_port && ::geteuid() == 0) bind_reserved(fd.get(), addr->ss_family);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
+    Error e = sys_error(errno, "connect to " + host + ":" + std::to_string(port));
+    e.action = Action::retry_later;
+    return e;
+  }
+  set_nodelay(fd.get());
+  return fd;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Result<void> set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return sys_error(errno, "fcntl");
+  return {};
+}
+
+Result<void> send_all(int fd, struct iovec* iov, int iovcnt) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(iovcnt);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error(errno, "send");
+    }
+    auto left = static_cast<std::size_t>(n);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return {};
+}
+
+}  // namespace nfsrdma::tcp

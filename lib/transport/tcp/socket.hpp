@@ -1,0 +1,62 @@
+// Small socket helpers shared by the TCP client and server: an owning fd,
+// address parsing, and the one place we set the socket options we rely on.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::tcp {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Resolves a numeric or named host and a port (no DNS beyond /etc/hosts is
+// needed for the addresses we use, but getaddrinfo handles both).
+Result<sockaddr_storage> resolve(const std::string& host, std::uint16_t port, socklen_t& len);
+
+// A listening socket with SO_REUSEADDR; `port` 0 picks a free port.
+Result<Fd> listen_tcp(const std::string& host, std::uint16_t port, int backlog = 128);
+std::uint16_t local_port(int fd);
+
+// Connects, binding a reserved source port (< 1024) first when asked to and
+// permitted (root), as NFS clients do for servers that demand `secure`.
+Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port);
+
+void set_nodelay(int fd);
+Result<void> set_nonblocking(int fd);
+
+// Sends every byte of the iovec list (blocking socket), retrying partial writes.
+Result<void> send_all(int fd, struct iovec* iov, int iovcnt);
+
+}  // namespace nfsrdma::tcp
