@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "lib/base/result.hpp"
@@ -89,6 +90,10 @@ class Encoder {
 
   bool ok() const { return true; }
   std::size_t size() const { return out_.size(); }
+  // Encoding a value the description rejects is a bug in the caller.
+  [[noreturn]] void fail(Fault) { panic("xdr: encoding an out-of-range value", __FILE__, __LINE__); }
+  // Drops what was written after byte `at` (to replace a half-built reply).
+  void truncate(std::size_t at) { out_.resize(at); }
 
   void u32(std::uint32_t v);
   void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
@@ -150,6 +155,31 @@ void xdr_array(X& x, std::vector<T>& v, std::uint32_t max, std::size_t min_eleme
   for (auto& e : v) {
     codec(x, e);
     if (!x.ok()) return;
+  }
+}
+
+// An XDR linked list (`T *next`), as NFS and MOUNT use for directory entries
+// and mount lists: each element is preceded by TRUE, the list ends with FALSE.
+// Decoding stops with too_long past `max` elements.
+template <class X, class T>
+void xdr_list(X& x, std::vector<T>& v, std::size_t max) {
+  if constexpr (std::is_same_v<X, Encoder>) {
+    NFSRDMA_CHECK(v.size() <= max);
+    for (auto& e : v) {
+      x.boolean(true);
+      codec(x, e);
+    }
+    x.boolean(false);
+  } else {
+    v.clear();
+    for (;;) {
+      bool more = false;
+      x.boolean(more);
+      if (!x.ok() || !more) return;
+      if (v.size() == max) return x.fail(Fault::too_long);
+      codec(x, v.emplace_back());
+      if (!x.ok()) return;
+    }
   }
 }
 
