@@ -249,7 +249,12 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) return;
-      spdlog::info("tcp: receive from {} failed: {}", c->peer().describe(), std::strerror(errno));
+      // A reset is how many clients (libnfs among them) hang up.
+      if (errno == ECONNRESET) {
+        spdlog::debug("tcp: {} reset the connection", c->peer().describe());
+      } else {
+        spdlog::info("tcp: receive from {} failed: {}", c->peer().describe(), std::strerror(errno));
+      }
       close_connection(c->fd());
       return;
     }

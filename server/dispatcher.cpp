@@ -1,0 +1,136 @@
+#include "server/dispatcher.hpp"
+
+#include "lib/base/log.hpp"
+#include "lib/base/siphash.hpp"
+#include "lib/nfs3/mount3.hpp"
+
+namespace nfsrdma::server {
+
+namespace {
+
+struct Program {
+  std::uint32_t prog;
+  std::uint32_t vers;
+  const char* name;
+};
+
+Program program_for(int listener) {
+  switch (listener) {
+    case kNfsListener: return {nfs3::kProgram, nfs3::kVersion, "NFS"};
+    case kMountListener: return {mount3::kProgram, mount3::kVersion, "MOUNT"};
+    case kPortmapListener: return {portmap2::kProgram, portmap2::kVersion, "PORTMAP"};
+    default: return {0, 0, "?"};
+  }
+}
+
+const char* proc_name(const Program& p, std::uint32_t proc) {
+  if (p.prog == nfs3::kProgram) return nfs3::proc_name(proc);
+  if (p.prog == mount3::kProgram) return mount3::proc_name(proc);
+  return portmap2::proc_name(proc);
+}
+
+}  // namespace
+
+void Dispatcher::handle(rpc::IncomingCall&& call) {
+  const rpc::Peer& peer = call.channel->peer();
+  xdr::Decoder d(call.message);
+  auto h = rpc::decode_call(d);
+  if (!h) {
+    // Without a sound header there is nobody to answer (RFC 5531 §9).
+    spdlog::info("rpc: undecodable call header from {}: {}", peer.describe(), h.error().describe());
+    call.channel->drop();
+    return;
+  }
+  rpc::ReplyMessage reply;
+  xdr::Encoder out(reply.bytes);
+  auto send = [&] { call.channel->send(std::move(reply)); };
+
+  if (h->rpcvers != rpc::kRpcVersion) {
+    spdlog::info("rpc: call from {} with RPC version {}", peer.describe(), h->rpcvers);
+    rpc::encode_rpc_mismatch(out, h->xid);
+    return send();
+  }
+  const Program prog = program_for(call.listener);
+  if (h->prog != prog.prog) {
+    spdlog::info("rpc: {} called program {} on the {} port", peer.describe(), h->prog, prog.name);
+    rpc::encode_accepted(out, h->xid, rpc::AcceptStat::prog_unavail);
+    return send();
+  }
+  if (h->vers != prog.vers) {
+    spdlog::debug("rpc: {} called {} version {}", peer.describe(), prog.name, h->vers);
+    rpc::encode_accepted(out, h->xid, rpc::AcceptStat::prog_mismatch, prog.vers, prog.vers);
+    return send();
+  }
+
+  CallContext ctx{peer, {}, false};
+  if (h->cred.flavor == rpc::AuthFlavor::sys) {
+    auto sys = rpc::decode_auth_sys(h->cred.body);
+    if (!sys) {
+      spdlog::info("rpc: bad AUTH_SYS credentials from {}", peer.describe());
+      rpc::encode_auth_error(out, h->xid, rpc::AuthStat::badcred);
+      return send();
+    }
+    ctx.caller.uid = sys->uid;
+    ctx.caller.gid = sys->gid;
+    ctx.caller.ngroups = sys->ngids;
+    std::copy(sys->gids.begin(), sys->gids.begin() + sys->ngids, ctx.caller.groups.begin());
+  } else if (h->cred.flavor == rpc::AuthFlavor::none) {
+    ctx.anonymous = true;
+  } else {
+    spdlog::info("rpc: {} used unsupported auth flavor {}", peer.describe(), static_cast<std::uint32_t>(h->cred.flavor));
+    rpc::encode_auth_error(out, h->xid, rpc::AuthStat::tooweak);
+    return send();
+  }
+
+  const bool cached = prog.prog == nfs3::kProgram && nfs3::is_non_idempotent(static_cast<nfs3::Proc>(h->proc));
+  DuplicateRequestCache::Key key;
+  if (cached) {
+    key.xid = h->xid;
+    key.addr = to_v6(peer.addr);
+    key.prog = h->prog;
+    key.vers = h->vers;
+    key.proc = h->proc;
+    // The whole call after the xid; the cache's own key, not a secret.
+    key.checksum = siphash24(SipKey{}, std::span(call.message).subspan(4));
+    switch (drc_.begin(key, reply.bytes)) {
+      case DuplicateRequestCache::Verdict::in_progress:
+        spdlog::debug("rpc: dropping retransmission of xid {:#x} from {} still in progress", h->xid, peer.describe());
+        call.channel->drop();
+        return;
+      case DuplicateRequestCache::Verdict::replay:
+        spdlog::debug("rpc: replaying cached reply for xid {:#x} from {}", h->xid, peer.describe());
+        return send();
+      case DuplicateRequestCache::Verdict::execute:
+        break;
+    }
+  }
+
+  rpc::encode_accepted(out, h->xid, rpc::AcceptStat::success);
+  rpc::AcceptStat stat = rpc::AcceptStat::success;
+  if (prog.prog == nfs3::kProgram) {
+    stat = nfs_.handle(ctx, h->proc, d, out, reply);
+  } else if (prog.prog == mount3::kProgram) {
+    stat = mount_.handle(ctx, h->proc, d, out);
+  } else if (portmap_) {
+    stat = portmap_->handle(ctx, h->proc, d, out);
+  } else {
+    stat = rpc::AcceptStat::prog_unavail;
+  }
+  if (stat != rpc::AcceptStat::success) {
+    spdlog::info("rpc: {} {} from {}: {}", prog.name, proc_name(prog, h->proc), peer.describe(),
+                 rpc::accept_stat_name(stat));
+    out.truncate(0);
+    reply.payload_offset = reply.payload_length = 0;
+    rpc::encode_accepted(out, h->xid, stat);
+  }
+  if (cached) {
+    if (stat == rpc::AcceptStat::success) {
+      drc_.finish(key, reply.bytes);
+    } else {
+      drc_.abandon(key);
+    }
+  }
+  send();
+}
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,53 @@
+#include "server/drc.hpp"
+
+namespace nfsrdma::server {
+
+std::size_t DuplicateRequestCache::KeyHash::operator()(const Key& k) const {
+  std::size_t h = k.checksum ^ (std::size_t{k.xid} * 0x9e3779b97f4a7c15ULL);
+  for (auto b : k.addr) h = h * 131 + b;
+  return h ^ (std::size_t{k.proc} << 7);
+}
+
+void DuplicateRequestCache::evict_locked(std::chrono::steady_clock::time_point now) {
+  while (!lru_.empty()) {
+    Entry& oldest = lru_.front();
+    bool too_many = lru_.size() > capacity_;
+    bool too_old = now - oldest.at > max_age_;
+    if (!too_many && !too_old) break;
+    index_.erase(oldest.key);
+    lru_.pop_front();
+  }
+}
+
+DuplicateRequestCache::Verdict DuplicateRequestCache::begin(const Key& key, std::vector<std::uint8_t>& reply) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lk(mu_);
+  evict_locked(now);
+  if (auto it = index_.find(key); it != index_.end()) {
+    if (!it->second->done) return Verdict::in_progress;
+    ++hits_;
+    reply = it->second->reply;
+    return Verdict::replay;
+  }
+  lru_.push_back(Entry{key, false, {}, now});
+  index_[key] = std::prev(lru_.end());
+  return Verdict::execute;
+}
+
+void DuplicateRequestCache::finish(const Key& key, const std::vector<std::uint8_t>& reply) {
+  std::lock_guard lk(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  it->second->done = true;
+  it->second->reply = reply;
+}
+
+void DuplicateRequestCache::abandon(const Key& key) {
+  std::lock_guard lk(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  lru_.erase(it->second);
+  index_.erase(it);
+}
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,64 @@
+// Exports: which directories are served, to whom, and how (exports(5) syntax).
+//
+//   /srv/pool  192.168.1.0/24(rw,no_root_squash) host1(ro) *(ro,all_squash,anonuid=1000)
+//   /srv/pub   -ro,insecure *
+//
+// A line is a path, optional default options ("-opts"), then clients each with
+// their own options. The first client entry that matches an address decides.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::server {
+
+enum class Squash : std::uint8_t { none, root, all };
+
+struct ExportOptions {
+  bool rw = false;  // exports(5) default: ro
+  Squash squash = Squash::root;
+  std::uint32_t anonuid = 65534;
+  std::uint32_t anongid = 65534;
+  bool sync = true;
+  bool secure = true;  // require a source port below 1024, as nfsd does
+};
+
+struct ClientSpec {
+  enum class Kind : std::uint8_t { any, network };
+  Kind kind = Kind::any;
+  std::string text;  // as written, for EXPORT and logs
+  // network: IPv6 form (IPv4 mapped), with a prefix length over 128 bits; a
+  // host name resolves to one such entry per address.
+  std::vector<std::pair<std::array<std::uint8_t, 16>, unsigned>> networks;
+  ExportOptions options;
+
+  bool matches(const sockaddr_storage& addr) const;
+};
+
+struct ExportEntry {
+  std::string path;  // canonical, absolute
+  std::optional<std::uint32_t> fsid;  // fsid= option
+  std::vector<ClientSpec> clients;
+
+  // The options for a client at `addr`, or nothing if it is not allowed.
+  const ExportOptions* options_for(const sockaddr_storage& addr) const;
+};
+
+// Parses one exports(5) line; a bare path means "PATH *(rw)".
+Result<ExportEntry> parse_export_line(const std::string& line);
+// Parses an exports file: blank lines and '#' comments ignored, '\' continues a line.
+Result<std::vector<ExportEntry>> parse_exports_file(const std::string& file);
+
+// IPv4 addresses become IPv4-mapped IPv6 so one comparison serves both.
+std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
+std::uint16_t port_of(const sockaddr_storage& addr);
+
+}  // namespace nfsrdma::server

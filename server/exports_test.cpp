@@ -1,0 +1,102 @@
+#include "server/exports.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "server/identity.hpp"
+
+namespace nfsrdma::server {
+namespace {
+
+sockaddr_storage v4(const char* ip, std::uint16_t port = 800) {
+  sockaddr_storage ss{};
+  auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a->sin_addr);
+  return ss;
+}
+
+TEST(Exports, BarePathIsEveryoneReadWrite) {
+  auto e = parse_export_line("/srv/pool");
+  ASSERT_TRUE(e.ok());
+  const ExportOptions* o = e->options_for(v4("192.0.2.1"));
+  ASSERT_NE(o, nullptr);
+  EXPECT_TRUE(o->rw);
+  EXPECT_EQ(o->squash, Squash::root);
+  EXPECT_TRUE(o->sync);
+}
+
+TEST(Exports, FirstMatchingClientDecides) {
+  auto e = parse_export_line("/srv/pool 10.1.0.0/16(rw,no_root_squash) 127.0.0.1(ro,all_squash,anonuid=7)");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  const ExportOptions* a = e->options_for(v4("10.1.200.3"));
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(a->rw);
+  EXPECT_EQ(a->squash, Squash::none);
+  const ExportOptions* b = e->options_for(v4("127.0.0.1"));
+  ASSERT_NE(b, nullptr);
+  EXPECT_FALSE(b->rw);
+  EXPECT_EQ(b->squash, Squash::all);
+  EXPECT_EQ(b->anonuid, 7u);
+  EXPECT_EQ(e->options_for(v4("10.2.0.1")), nullptr);
+}
+
+TEST(Exports, DefaultOptionsApplyToEveryClient) {
+  auto e = parse_export_line("/x -rw,insecure 127.0.0.0/8 *(ro)");
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->options_for(v4("127.3.3.3"))->rw);
+  EXPECT_FALSE(e->options_for(v4("127.3.3.3"))->secure);
+  EXPECT_FALSE(e->options_for(v4("192.0.2.9"))->rw);
+  EXPECT_FALSE(e->options_for(v4("192.0.2.9"))->secure);
+}
+
+TEST(Exports, BadConfigurationIsExplained) {
+  EXPECT_FALSE(parse_export_line("relative/path").ok());
+  EXPECT_FALSE(parse_export_line("/x 10.0.0.0/33(rw)").ok());
+  EXPECT_FALSE(parse_export_line("/x *(rw,frobnicate)").ok());
+  EXPECT_FALSE(parse_export_line("/x *(anonuid=abc)").ok());
+  EXPECT_FALSE(parse_export_line("/x *(rw").ok());
+  EXPECT_FALSE(parse_export_line("/x *.example.com(rw)").ok());
+}
+
+TEST(Exports, FileWithCommentsAndContinuations) {
+  std::string path = ::testing::TempDir() + "/exports";
+  {
+    std::ofstream f(path);
+    f << "# comment\n\n/a *(rw)  # trailing\n/b \\\n  127.0.0.1(ro)\n";
+  }
+  auto list = parse_exports_file(path);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[1].path, "/b");
+  EXPECT_EQ((*list)[1].clients[0].text, "127.0.0.1");
+  std::ofstream(path) << "/a *(rw)\n/b *(bogus)\n";
+  auto bad = parse_exports_file(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find(":2:"), std::string::npos);
+}
+
+TEST(Squash, RootSquashMapsRootOnly) {
+  ExportOptions o;
+  Credentials root{0, 0, 2, {0, 5}};
+  Credentials c = squash(root, false, o);
+  EXPECT_EQ(c.uid, 65534u);
+  EXPECT_EQ(c.gid, 65534u);
+  EXPECT_EQ(c.groups[0], 65534u);
+  EXPECT_EQ(c.groups[1], 5u);
+  Credentials user{1000, 100, 0, {}};
+  EXPECT_EQ(squash(user, false, o), user);
+  o.squash = Squash::none;
+  EXPECT_EQ(squash(root, false, o), root);
+  o.squash = Squash::all;
+  o.anonuid = 9;
+  EXPECT_EQ(squash(user, false, o).uid, 9u);
+  o.squash = Squash::none;
+  EXPECT_EQ(squash(root, true, o).uid, 9u);  // AUTH_NONE is always anonymous
+}
+
+}  // namespace
+}  // namespace nfsrdma::server

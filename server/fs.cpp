@@ -1,0 +1,229 @@
+#include "server/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "lib/base/log.hpp"
+
+namespace nfsrdma::server {
+
+using namespace nfs3;
+
+namespace {
+
+// struct file_handle ends in a flexible array; this gives it room.
+struct RawHandle {
+  alignas(struct file_handle) unsigned char storage[sizeof(struct file_handle) + kMaxKernelHandle];
+  struct file_handle* get() { return reinterpret_cast<struct file_handle*>(storage); }
+};
+
+nfsstat3 kernel_handle(int dirfd, const char* name, int flags, KernelHandle& kh, int& mount_id) {
+  RawHandle raw{};
+  struct file_handle* h = raw.get();
+  h->handle_bytes = kMaxKernelHandle;
+  if (::name_to_handle_at(dirfd, name, h, &mount_id, flags) != 0) {
+    return errno == EOVERFLOW ? NFS3ERR_NOTSUPP : errno_to_nfsstat3(errno);
+  }
+  kh.type = h->handle_type;
+  kh.len = h->handle_bytes;
+  std::memcpy(kh.bytes.data(), h->f_handle, kh.len);
+  return NFS3_OK;
+}
+
+}  // namespace
+
+Result<void> ExportTable::add(ExportEntry entry) {
+  char real[PATH_MAX];
+  if (!::realpath(entry.path.c_str(), real)) return sys_error(errno, "export " + entry.path);
+  entry.path = real;
+  Fd root(::open(real, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return sys_error(errno, "export " + entry.path);
+  struct stat st {};
+  if (::fstat(root.get(), &st) != 0) return sys_error(errno, "export " + entry.path);
+  auto ex = std::make_unique<Export>();
+  ex->id = entry.fsid ? *entry.fsid
+                      : static_cast<std::uint32_t>(siphash24(SipKey{}, {reinterpret_cast<const std::uint8_t*>(real),
+                                                                          std::strlen(real)}));
+  for (const auto& other : exports_) {
+    if (other->id == ex->id) return Error{ErrorDomain::config, 0, Action::fail,
+                                          "exports " + other->entry.path + " and " + entry.path + " share an id; "
+                                          "give one an explicit fsid="};
+    if (other->entry.path == entry.path) return Error{ErrorDomain::config, 0, Action::fail,
+                                                      "export " + entry.path + " given twice"};
+  }
+  KernelHandle kh;
+  if (auto s = kernel_handle(root.get(), "", AT_EMPTY_PATH, kh, ex->mount_id); s != NFS3_OK) {
+    return Error{ErrorDomain::config, 0, Action::fail,
+                 "export " + entry.path + ": its filesystem cannot give file handles (" + nfsstat3_name(s) + ")"};
+  }
+  ex->mount_fd = Fd(::open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!ex->mount_fd.valid()) return sys_error(errno, "export " + entry.path);
+  ex->root_dev = st.st_dev;
+  ex->root_ino = st.st_ino;
+  ex->root = std::move(root);
+  ex->entry = std::move(entry);
+  ex->root_fh = codec_.encode(ex->id, kh);
+  exports_.push_back(std::move(ex));
+  return {};
+}
+
+const Export* ExportTable::by_id(std::uint32_t id) const {
+  for (const auto& e : exports_) {
+    if (e->id == id) return e.get();
+  }
+  return nullptr;
+}
+
+const Export* ExportTable::by_path(const std::string& path) const {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  for (const auto& e : exports_) {
+    if (e->entry.path == p) return e.get();
+  }
+  return nullptr;
+}
+
+ProcPath::ProcPath(int fd) { std::snprintf(buf_, sizeof buf_, "/proc/self/fd/%d", fd); }
+
+nfsstat3 errno_to_nfsstat3(int err) {
+  switch (err) {
+    case 0: return NFS3_OK;
+    case EPERM: return NFS3ERR_PERM;
+    case ENOENT: return NFS3ERR_NOENT;
+    case ENXIO: return NFS3ERR_NXIO;
+    case EACCES: return NFS3ERR_ACCES;
+    case EEXIST: return NFS3ERR_EXIST;
+    case EXDEV: return NFS3ERR_XDEV;
+    case ENODEV: return NFS3ERR_NODEV;
+    case ENOTDIR: return NFS3ERR_NOTDIR;
+    case EISDIR: return NFS3ERR_ISDIR;
+    case EINVAL: return NFS3ERR_INVAL;
+    case EFBIG: return NFS3ERR_FBIG;
+    case ENOSPC: return NFS3ERR_NOSPC;
+    case EROFS: return NFS3ERR_ROFS;
+    case EMLINK: return NFS3ERR_MLINK;
+    case ENAMETOOLONG: return NFS3ERR_NAMETOOLONG;
+    case ENOTEMPTY: return NFS3ERR_NOTEMPTY;
+    case EDQUOT: return NFS3ERR_DQUOT;
+    case ESTALE: return NFS3ERR_STALE;
+    case EOPNOTSUPP: return NFS3ERR_NOTSUPP;
+    case ELOOP: return NFS3ERR_INVAL;  // an operation that needs a non-symlink met one
+    case EAGAIN: return NFS3ERR_JUKEBOX;
+    default:
+      spdlog::warn("nfs: unexpected error {} ({}) answered as NFS3ERR_IO", err, std::strerror(err));
+      return NFS3ERR_IO;
+  }
+}
+
+fattr3 to_fattr3(const struct stat& st, const Export& ex) {
+  fattr3 a;
+  switch (st.st_mode & S_IFMT) {
+    case S_IFDIR: a.type = NF3DIR; break;
+    case S_IFBLK: a.type = NF3BLK; break;
+    case S_IFCHR: a.type = NF3CHR; break;
+    case S_IFLNK: a.type = NF3LNK; break;
+    case S_IFSOCK: a.type = NF3SOCK; break;
+    case S_IFIFO: a.type = NF3FIFO; break;
+    default: a.type = NF3REG; break;
+  }
+  a.mode = st.st_mode & 07777;
+  a.nlink = static_cast<std::uint32_t>(st.st_nlink);
+  a.uid = st.st_uid;
+  a.gid = st.st_gid;
+  a.size = static_cast<std::uint64_t>(st.st_size);
+  a.used = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  a.rdev = {major(st.st_rdev), minor(st.st_rdev)};
+  a.fsid = ex.id;
+  a.fileid = st.st_ino;
+  a.atime = {static_cast<std::uint32_t>(st.st_atim.tv_sec), static_cast<std::uint32_t>(st.st_atim.tv_nsec)};
+  a.mtime = {static_cast<std::uint32_t>(st.st_mtim.tv_sec), static_cast<std::uint32_t>(st.st_mtim.tv_nsec)};
+  a.ctime = {static_cast<std::uint32_t>(st.st_ctim.tv_sec), static_cast<std::uint32_t>(st.st_ctim.tv_nsec)};
+  return a;
+}
+
+wcc_attr to_wcc_attr(const struct stat& st) {
+  wcc_attr w;
+  w.size = static_cast<std::uint64_t>(st.st_size);
+  w.mtime = {static_cast<std::uint32_t>(st.st_mtim.tv_sec), static_cast<std::uint32_t>(st.st_mtim.tv_nsec)};
+  w.ctime = {static_cast<std::uint32_t>(st.st_ctim.tv_sec), static_cast<std::uint32_t>(st.st_ctim.tv_nsec)};
+  return w;
+}
+
+nfsstat3 open_handle(const ExportTable& table, const nfs_fh3& fh, Object& out) {
+  std::uint32_t export_id = 0;
+  KernelHandle kh;
+  if (auto s = table.codec().decode(fh, export_id, kh); s != NFS3_OK) return s;
+  const Export* ex = table.by_id(export_id);
+  if (!ex) return NFS3ERR_STALE;
+  RawHandle raw{};
+  struct file_handle* h = raw.get();
+  h->handle_bytes = kh.len;
+  h->handle_type = kh.type;
+  std::memcpy(h->f_handle, kh.bytes.data(), kh.len);
+  // open_by_handle_at needs CAP_DAC_READ_SEARCH: see identity.hpp.
+  int fd = ::open_by_handle_at(ex->mount_fd.get(), h, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return (errno == ESTALE || errno == ENOENT || errno == EINVAL) ? NFS3ERR_STALE : errno_to_nfsstat3(errno);
+  }
+  out.ex = ex;
+  out.fd = Fd(fd);
+  return NFS3_OK;
+}
+
+nfsstat3 handle_of(const ExportTable& table, const Export& ex, int fd, nfs_fh3& out) {
+  return handle_of_child(table, ex, fd, "", out);
+}
+
+nfsstat3 handle_of_child(const ExportTable& table, const Export& ex, int dirfd, const char* name, nfs_fh3& out) {
+  KernelHandle kh;
+  int mount_id = 0;
+  int flags = name[0] == '\0' ? AT_EMPTY_PATH : 0;
+  if (auto s = kernel_handle(dirfd, name, flags, kh, mount_id); s != NFS3_OK) return s;
+  if (mount_id != ex.mount_id) return NFS3ERR_ACCES;
+  out = table.codec().encode(ex.id, kh);
+  return NFS3_OK;
+}
+
+nfsstat3 check_name(const std::string& name) {
+  if (name.empty()) return NFS3ERR_ACCES;
+  if (name.size() > 255) return NFS3ERR_NAMETOOLONG;
+  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos) return NFS3ERR_ACCES;
+  return NFS3_OK;
+}
+
+bool is_export_root(const Export& ex, const struct stat& st) {
+  return st.st_dev == ex.root_dev && st.st_ino == ex.root_ino;
+}
+
+nfsstat3 lookup_child(const Object& dir, const std::string& name, Fd& out) {
+  if (auto s = check_name(name); s != NFS3_OK) return s;
+  struct stat st {};
+  if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  if (!S_ISDIR(st.st_mode)) return NFS3ERR_NOTDIR;
+  const char* component = name.c_str();
+  if (name == ".." && is_export_root(*dir.ex, st)) component = ".";
+  int fd = ::openat(dir.fd.get(), component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno_to_nfsstat3(errno);
+  out = Fd(fd);
+  return NFS3_OK;
+}
+
+int stat_fd(int fd, struct stat& st) { return ::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW); }
+
+post_op_attr post_op(const Object& o) {
+  struct stat st {};
+  if (!o.ex || stat_fd(o.fd.get(), st) != 0) return std::nullopt;
+  return to_fattr3(st, *o.ex);
+}
+
+pre_op_attr pre_op(const Object& o) {
+  struct stat st {};
+  if (!o.ex || stat_fd(o.fd.get(), st) != 0) return std::nullopt;
+  return to_wcc_attr(st);
+}
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,97 @@
+// The server's view of the exported filesystems: the export table, turning
+// file handles into open O_PATH descriptors and back, attributes in NFS form,
+// and errno to nfsstat3. All path walking is one component at a time with
+// O_NOFOLLOW relative to a directory we hold, so symlinks are never followed on
+// the server and ".." never climbs above an export root.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/nfs3/nfs3_types.hpp"
+#include "lib/transport/tcp/socket.hpp"
+#include "server/exports.hpp"
+#include "server/file_handle.hpp"
+#include "server/identity.hpp"
+
+namespace nfsrdma::server {
+
+using tcp::Fd;
+
+struct Export {
+  ExportEntry entry;
+  std::uint32_t id = 0;   // in every handle; also the fsid clients see
+  Fd root;                // O_PATH directory
+  Fd mount_fd;            // O_RDONLY: open_by_handle_at refuses O_PATH descriptors
+  int mount_id = 0;       // handles from another mount are refused
+  dev_t root_dev = 0;
+  ino_t root_ino = 0;
+  nfs3::nfs_fh3 root_fh;
+};
+
+class ExportTable {
+ public:
+  explicit ExportTable(const SipKey& key) : codec_(key) {}
+
+  Result<void> add(ExportEntry entry);
+  const Export* by_id(std::uint32_t id) const;
+  const Export* by_path(const std::string& path) const;
+  const std::vector<std::unique_ptr<Export>>& all() const { return exports_; }
+  const HandleCodec& codec() const { return codec_; }
+
+ private:
+  HandleCodec codec_;
+  std::vector<std::unique_ptr<Export>> exports_;
+};
+
+// An object a request works on: its export, the options that apply to the
+// caller, and an O_PATH descriptor.
+struct Object {
+  const Export* ex = nullptr;
+  const ExportOptions* opts = nullptr;
+  Fd fd;
+};
+
+// "/proc/self/fd/N": reopens an O_PATH descriptor with real access modes under
+// the caller's identity, with the kernel's permission checks.
+class ProcPath {
+ public:
+  explicit ProcPath(int fd);
+  const char* c_str() const { return buf_; }
+
+ private:
+  char buf_[32];
+};
+
+nfs3::nfsstat3 errno_to_nfsstat3(int err);
+nfs3::fattr3 to_fattr3(const struct stat& st, const Export& ex);
+nfs3::wcc_attr to_wcc_attr(const struct stat& st);
+
+// Opens the object a handle names (as root, then back to `as`). STALE when the
+// object is gone or its export no longer exists; BADHANDLE when malformed.
+nfs3::nfsstat3 open_handle(const ExportTable& table, const nfs3::nfs_fh3& fh, Object& out);
+
+// The NFS handle of an object we hold open; NFS3ERR_ACCES if it lives on another
+// mount than its export (we do not cross mounts).
+nfs3::nfsstat3 handle_of(const ExportTable& table, const Export& ex, int fd, nfs3::nfs_fh3& out);
+nfs3::nfsstat3 handle_of_child(const ExportTable& table, const Export& ex, int dirfd, const char* name,
+                               nfs3::nfs_fh3& out);
+
+// NFS3ERR_NAMETOOLONG / NFS3ERR_ACCES for names no directory entry can have.
+nfs3::nfsstat3 check_name(const std::string& name);
+
+// Looks `name` up in directory `dir` without following symlinks; "." and ".."
+// resolve inside the export (".." of the root is the root).
+nfs3::nfsstat3 lookup_child(const Object& dir, const std::string& name, Fd& out);
+
+bool is_export_root(const Export& ex, const struct stat& st);
+
+// fstat of an O_PATH descriptor.
+int stat_fd(int fd, struct stat& st);
+nfs3::post_op_attr post_op(const Object& o);
+nfs3::pre_op_attr pre_op(const Object& o);
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,37 @@
+// Per-thread filesystem identity: each request runs with the caller's fsuid,
+// fsgid and supplementary groups, so the kernel itself checks permissions, owns
+// new files and clears suid/sgid bits, as with nfsd.
+//
+// WARNING: only raw syscalls here. glibc's setgroups() changes every thread of
+// the process (it broadcasts with SIGSETXID); the raw syscall changes only the
+// caller. Changing fsuid away from 0 also drops the filesystem capabilities
+// (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_CHOWN, CAP_FOWNER, CAP_MKNOD...);
+// returning to 0 restores them. Handle resolution needs CAP_DAC_READ_SEARCH, so
+// it runs as root (become_root()) and the operation then as the caller.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "server/exports.hpp"
+
+namespace nfsrdma::server {
+
+struct Credentials {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t ngroups = 0;
+  std::array<std::uint32_t, 16> groups{};
+  bool operator==(const Credentials& o) const;
+};
+
+// The identity a request runs with on an export, after root_squash/all_squash.
+// `anonymous` is true for AUTH_NONE calls, which always map to anonuid/anongid.
+Credentials squash(const Credentials& caller, bool anonymous, const ExportOptions& options);
+
+// Makes the calling thread act as `c` for filesystem access (no syscall when it
+// already does).
+void become(const Credentials& c);
+void become_root();
+
+}  // namespace nfsrdma::server

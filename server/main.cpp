@@ -1,0 +1,85 @@
+// nfsrdma-server: the NFSv3 + MOUNTv3 server. Command line, logging, signals.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "lib/base/log.hpp"
+#include "server/server.hpp"
+
+using namespace nfsrdma;
+
+int main(int argc, char** argv) {
+  CLI::App app{"nfsrdma-server: an NFSv3 + MOUNTv3 server exporting local directories"};
+  server::ServerConfig cfg;
+  std::vector<std::string> export_lines;
+  std::string exports_file, log_level = "info";
+  bool verbose = false;
+  app.add_option("-e,--export", export_lines,
+                 "Export a directory: 'PATH' (everyone, rw) or an exports(5) line, "
+                 "e.g. '/srv/pool 10.0.0.0/8(rw,no_root_squash) *(ro)'. Repeatable.");
+  app.add_option("--exports", exports_file, "Read exports from an exports(5)-style file");
+  app.add_option("--bind", cfg.bind_address, "Address to listen on (default: all)");
+  app.add_option("--port", cfg.nfs_port, "NFS TCP port")->capture_default_str();
+  app.add_option("--mount-port", cfg.mount_port, "MOUNT TCP port")->capture_default_str();
+  app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
+  app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();
+  bool no_register = false;
+  app.add_flag("--no-register", no_register, "Do not register with a running rpcbind");
+  app.add_option("--threads", cfg.threads, "Worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--max-connections", cfg.max_connections, "Connections accepted at once")->capture_default_str();
+  app.add_option("--rtmax", cfg.limits.rtmax, "Largest READ offered in FSINFO (bytes)")
+      ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
+  app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")
+      ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
+  app.add_option("--state-dir", cfg.state_dir, "Where the file handle key is kept")->capture_default_str();
+  app.add_flag("-v,--verbose", verbose, "Log at debug level");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  cfg.register_rpcbind = !no_register;
+  if (verbose) log_level = "debug";
+  if (!init_logging(log_level)) {
+    std::fprintf(stderr, "nfsrdma-server: unknown log level '%s'\n", log_level.c_str());
+    return 2;
+  }
+
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "nfsrdma-server: %s\n", why.c_str());
+    return 1;
+  };
+  if (!exports_file.empty()) {
+    auto list = server::parse_exports_file(exports_file);
+    if (!list) return fail(list.error().describe());
+    for (auto& e : *list) cfg.exports.push_back(std::move(e));
+  }
+  for (const auto& line : export_lines) {
+    auto e = server::parse_export_line(line);
+    if (!e) return fail(e.error().describe());
+    cfg.exports.push_back(std::move(*e));
+  }
+
+  // Modes of new files are exactly what clients ask for; they apply their umask.
+  ::umask(0);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread started below inherits it
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto srv = server::Server::start(cfg);
+  if (!srv) return fail(srv.error().describe());
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    (*srv)->shutdown();
+  });
+  (*srv)->run();
+  waiter.join();
+  spdlog::info("stopped");
+  return 0;
+}

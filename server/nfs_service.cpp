@@ -1,0 +1,242 @@
+// NFSv3 dispatch, the access step every procedure starts with, and the
+// attribute and lookup procedures.
+#include "server/nfs_service.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "lib/base/log.hpp"
+
+namespace nfsrdma::server {
+
+using namespace nfs3;
+
+namespace {
+
+template <class Args, class Res, class Fn>
+rpc::AcceptStat run(xdr::Decoder& in, xdr::Encoder& out, Fn&& fn) {
+  Args args;
+  codec(in, args);
+  if (!in.ok()) return rpc::AcceptStat::garbage_args;
+  Res res;
+  res.status = fn(args, res);
+  codec(out, res);
+  return rpc::AcceptStat::success;
+}
+
+}  // namespace
+
+rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, xdr::Decoder& in, xdr::Encoder& out,
+                                   rpc::ReplyMessage& reply) {
+  using P = Proc;
+  auto self = this;
+  switch (static_cast<P>(proc)) {
+    case P::NULL_: return rpc::AcceptStat::success;
+    case P::GETATTR: return run<FhArgs, GETATTR3res>(in, out, [&](auto& a, auto& r) { return self->do_getattr(ctx, a, r); });
+    case P::SETATTR: return run<SETATTR3args, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_setattr(ctx, a, r); });
+    case P::LOOKUP: return run<diropargs3, LOOKUP3res>(in, out, [&](auto& a, auto& r) { return self->do_lookup(ctx, a, r); });
+    case P::ACCESS: return run<ACCESS3args, ACCESS3res>(in, out, [&](auto& a, auto& r) { return self->do_access(ctx, a, r); });
+    case P::READLINK: return run<FhArgs, READLINK3res>(in, out, [&](auto& a, auto& r) { return self->do_readlink(ctx, a, r); });
+    case P::READ: {
+      READ3args args;
+      codec(in, args);
+      if (!in.ok()) return rpc::AcceptStat::garbage_args;
+      do_read(ctx, args, out, reply);
+      return rpc::AcceptStat::success;
+    }
+    case P::WRITE: return run<WRITE3args, WRITE3res>(in, out, [&](auto& a, auto& r) { return self->do_write(ctx, a, r); });
+    case P::CREATE: return run<CREATE3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_create(ctx, a, r); });
+    case P::MKDIR: return run<MKDIR3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mkdir(ctx, a, r); });
+    case P::SYMLINK: return run<SYMLINK3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_symlink(ctx, a, r); });
+    case P::MKNOD: return run<MKNOD3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mknod(ctx, a, r); });
+    case P::REMOVE: return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, false); });
+    case P::RMDIR: return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, true); });
+    case P::RENAME: return run<RENAME3args, RENAME3res>(in, out, [&](auto& a, auto& r) { return self->do_rename(ctx, a, r); });
+    case P::LINK: return run<LINK3args, LINK3res>(in, out, [&](auto& a, auto& r) { return self->do_link(ctx, a, r); });
+    case P::READDIR: return run<READDIR3args, READDIR3res>(in, out, [&](auto& a, auto& r) { return self->do_readdir(ctx, a, r); });
+    case P::READDIRPLUS: return run<READDIRPLUS3args, READDIRPLUS3res>(in, out, [&](auto& a, auto& r) { return self->do_readdirplus(ctx, a, r); });
+    case P::FSSTAT: return run<FhArgs, FSSTAT3res>(in, out, [&](auto& a, auto& r) { return self->do_fsstat(ctx, a, r); });
+    case P::FSINFO: return run<FhArgs, FSINFO3res>(in, out, [&](auto& a, auto& r) { return self->do_fsinfo(ctx, a, r); });
+    case P::PATHCONF: return run<FhArgs, PATHCONF3res>(in, out, [&](auto& a, auto& r) { return self->do_pathconf(ctx, a, r); });
+    case P::COMMIT: return run<COMMIT3args, COMMIT3res>(in, out, [&](auto& a, auto& r) { return self->do_commit(ctx, a, r); });
+  }
+  return rpc::AcceptStat::proc_unavail;
+}
+
+nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need, Object& out) const {
+  become_root();
+  if (auto s = open_handle(exports_, fh, out); s != NFS3_OK) return s;
+  out.opts = out.ex->entry.options_for(ctx.peer.addr);
+  if (!out.opts) {
+    spdlog::info("nfs: {} is not allowed to use export {}", ctx.peer.describe(), out.ex->entry.path);
+    return NFS3ERR_ACCES;
+  }
+  if (out.opts->secure && port_of(ctx.peer.addr) >= 1024) {
+    spdlog::info("nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
+                 out.ex->entry.path);
+    return NFS3ERR_PERM;
+  }
+  if (need == Need::modify && !out.opts->rw) return NFS3ERR_ROFS;
+  become(identity(ctx, out));
+  return NFS3_OK;
+}
+
+Credentials NfsService::identity(const CallContext& ctx, const Object& o) const {
+  return squash(ctx.caller, ctx.anonymous, *o.opts);
+}
+
+nfsstat3 NfsService::do_getattr(const CallContext& ctx, const FhArgs& a, GETATTR3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  struct stat st {};
+  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  r.obj_attributes = to_fattr3(st, *o.ex);
+  return NFS3_OK;
+}
+
+nfsstat3 apply_sattr(const Object& o, const sattr3& attrs, const Credentials& who) {
+  ProcPath path(o.fd.get());
+  if (attrs.size) {
+    struct stat st {};
+    if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+    if (S_ISDIR(st.st_mode)) return NFS3ERR_ISDIR;
+    if (!S_ISREG(st.st_mode)) return NFS3ERR_INVAL;
+    Fd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!f.valid() && errno == EACCES && st.st_uid == who.uid) {
+      // Owner override, as for WRITE (see open_for_io).
+      become_root();
+      f = Fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
+      become(who);
+    }
+    if (!f.valid()) return errno_to_nfsstat3(errno);
+    if (::ftruncate(f.get(), static_cast<off_t>(*attrs.size)) != 0) return errno_to_nfsstat3(errno);
+  }
+  if (attrs.uid || attrs.gid) {
+    uid_t uid = attrs.uid ? *attrs.uid : static_cast<uid_t>(-1);
+    gid_t gid = attrs.gid ? *attrs.gid : static_cast<gid_t>(-1);
+    if (::fchownat(o.fd.get(), "", uid, gid, AT_EMPTY_PATH) != 0) return errno_to_nfsstat3(errno);
+  }
+  if (attrs.mode) {
+    if (::fchmodat(AT_FDCWD, path.c_str(), *attrs.mode & 07777, 0) != 0) return errno_to_nfsstat3(errno);
+  }
+  if (attrs.atime.how != time_how::DONT_CHANGE || attrs.mtime.how != time_how::DONT_CHANGE) {
+    auto ts = [](const set_time& t) {
+      timespec v{};
+      if (t.how == time_how::DONT_CHANGE) v.tv_nsec = UTIME_OMIT;
+      else if (t.how == time_how::SET_TO_SERVER_TIME) v.tv_nsec = UTIME_NOW;
+      else v = {static_cast<time_t>(t.time.seconds), static_cast<long>(t.time.nseconds)};
+      return v;
+    };
+    timespec times[2] = {ts(attrs.atime), ts(attrs.mtime)};
+    if (::utimensat(o.fd.get(), "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != EINVAL || ::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) return errno_to_nfsstat3(errno);
+    }
+  }
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, WccRes& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::modify, o); s != NFS3_OK) return s;
+  struct stat st {};
+  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  r.wcc.before = to_wcc_attr(st);
+  nfsstat3 s = NFS3_OK;
+  if (a.guard && !(r.wcc.before->ctime == *a.guard)) {
+    s = NFS3ERR_NOT_SYNC;
+  } else {
+    s = apply_sattr(o, a.new_attributes, identity(ctx, o));
+  }
+  r.wcc.after = post_op(o);
+  return s;
+}
+
+nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOKUP3res& r) {
+  Object dir;
+  if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
+  r.dir_attributes = post_op(dir);
+  Object child{dir.ex, dir.opts, {}};
+  if (auto s = lookup_child(dir, a.name, child.fd); s != NFS3_OK) return s;
+  if (auto s = handle_of(exports_, *dir.ex, child.fd.get(), r.object); s != NFS3_OK) return s;
+  r.obj_attributes = post_op(child);
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_access(const CallContext& ctx, const ACCESS3args& a, ACCESS3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  struct stat st {};
+  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  r.obj_attributes = to_fattr3(st, *o.ex);
+  bool dir = S_ISDIR(st.st_mode);
+  auto allowed = [&](int mode) {
+    if (::faccessat(o.fd.get(), "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0) return true;
+    if (errno != EINVAL) return false;
+    return ::faccessat(AT_FDCWD, ProcPath(o.fd.get()).c_str(), mode, AT_EACCESS) == 0;
+  };
+  std::uint32_t want = a.access, granted = 0;
+  if ((want & ACCESS3_READ) && allowed(R_OK)) granted |= ACCESS3_READ;
+  std::uint32_t modify = want & (ACCESS3_MODIFY | ACCESS3_EXTEND | (dir ? ACCESS3_DELETE : 0));
+  if (modify && o.opts->rw && allowed(W_OK)) granted |= modify;
+  if (dir && (want & ACCESS3_LOOKUP) && allowed(X_OK)) granted |= ACCESS3_LOOKUP;
+  if (!dir && (want & ACCESS3_EXECUTE) && allowed(X_OK)) granted |= ACCESS3_EXECUTE;
+  r.access = granted;
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_readlink(const CallContext& ctx, const FhArgs& a, READLINK3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  r.symlink_attributes = post_op(o);
+  if (!r.symlink_attributes || r.symlink_attributes->type != NF3LNK) return NFS3ERR_INVAL;
+  char buf[kMaxPath];
+  ssize_t n = ::readlinkat(o.fd.get(), "", buf, sizeof buf);
+  if (n < 0) return errno_to_nfsstat3(errno);
+  r.data.assign(buf, static_cast<std::size_t>(n));
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_fsstat(const CallContext& ctx, const FhArgs& a, FSSTAT3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  r.obj_attributes = post_op(o);
+  struct statvfs sv {};
+  if (::fstatvfs(o.fd.get(), &sv) != 0) return errno_to_nfsstat3(errno);
+  r.tbytes = std::uint64_t{sv.f_blocks} * sv.f_frsize;
+  r.fbytes = std::uint64_t{sv.f_bfree} * sv.f_frsize;
+  r.abytes = std::uint64_t{sv.f_bavail} * sv.f_frsize;
+  r.tfiles = sv.f_files;
+  r.ffiles = sv.f_ffree;
+  r.afiles = sv.f_favail;
+  r.invarsec = 0;
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_fsinfo(const CallContext& ctx, const FhArgs& a, FSINFO3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  r.obj_attributes = post_op(o);
+  r.rtmax = r.rtpref = limits_.rtmax;
+  r.wtmax = r.wtpref = limits_.wtmax;
+  r.rtmult = r.wtmult = 4096;
+  r.dtpref = 64 * 1024;
+  r.maxfilesize = 0x7fffffffffffffffULL;
+  r.time_delta = {0, 1};
+  r.properties = FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME;
+  return NFS3_OK;
+}
+
+nfsstat3 NfsService::do_pathconf(const CallContext& ctx, const FhArgs& a, PATHCONF3res& r) {
+  Object o;
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+  r.obj_attributes = post_op(o);
+  long link_max = ::fpathconf(o.fd.get(), _PC_LINK_MAX);
+  r.linkmax = link_max > 0 ? static_cast<std::uint32_t>(link_max) : 32000;
+  r.name_max = 255;
+  return NFS3_OK;
+}
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,83 @@
+// The NFSv3 program (RFC 1813): all 22 procedures over the export table.
+//
+// Each procedure is a `do_*` helper that fills a result struct and returns its
+// nfsstat3 (as libfuse's passthrough_hp separates work from reply); handle()
+// decodes the arguments, runs it and encodes the result. Every procedure first
+// calls access(), which opens the handle as root, checks that the caller's
+// address may use the export (NFS3ERR_ACCES), its source port if the export is
+// `secure` (NFS3ERR_PERM) and read-only exports (NFS3ERR_ROFS), then switches the
+// thread to the caller's squashed identity for the rest of the call.
+#pragma once
+
+#include "lib/nfs3/nfs3_procs.hpp"
+#include "lib/rpc/rpc.hpp"
+#include "server/call_context.hpp"
+#include "server/fs.hpp"
+
+namespace nfsrdma::server {
+
+struct NfsLimits {
+  std::uint32_t rtmax = 1u << 20;
+  std::uint32_t wtmax = 1u << 20;
+};
+
+class NfsService {
+ public:
+  NfsService(const ExportTable& exports, NfsLimits limits, const nfs3::verf8& write_verifier)
+      : exports_(exports), limits_(limits), write_verf_(write_verifier) {}
+
+  rpc::AcceptStat handle(const CallContext& ctx, std::uint32_t proc, xdr::Decoder& args, xdr::Encoder& out,
+                         rpc::ReplyMessage& reply);
+  const nfs3::verf8& write_verifier() const { return write_verf_; }
+
+ private:
+  enum class Need : std::uint8_t { read, modify };
+  nfs3::nfsstat3 access(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out) const;
+  Credentials identity(const CallContext& ctx, const Object& o) const;
+
+  // nfs_service.cpp
+  nfs3::nfsstat3 do_getattr(const CallContext&, const nfs3::FhArgs&, nfs3::GETATTR3res&);
+  nfs3::nfsstat3 do_setattr(const CallContext&, const nfs3::SETATTR3args&, nfs3::WccRes&);
+  nfs3::nfsstat3 do_lookup(const CallContext&, const nfs3::diropargs3&, nfs3::LOOKUP3res&);
+  nfs3::nfsstat3 do_access(const CallContext&, const nfs3::ACCESS3args&, nfs3::ACCESS3res&);
+  nfs3::nfsstat3 do_readlink(const CallContext&, const nfs3::FhArgs&, nfs3::READLINK3res&);
+  nfs3::nfsstat3 do_fsstat(const CallContext&, const nfs3::FhArgs&, nfs3::FSSTAT3res&);
+  nfs3::nfsstat3 do_fsinfo(const CallContext&, const nfs3::FhArgs&, nfs3::FSINFO3res&);
+  nfs3::nfsstat3 do_pathconf(const CallContext&, const nfs3::FhArgs&, nfs3::PATHCONF3res&);
+  // nfs_namespace.cpp
+  nfs3::nfsstat3 do_create(const CallContext&, const nfs3::CREATE3args&, nfs3::CreateRes&);
+  nfs3::nfsstat3 do_mkdir(const CallContext&, const nfs3::MKDIR3args&, nfs3::CreateRes&);
+  nfs3::nfsstat3 do_symlink(const CallContext&, const nfs3::SYMLINK3args&, nfs3::CreateRes&);
+  nfs3::nfsstat3 do_mknod(const CallContext&, const nfs3::MKNOD3args&, nfs3::CreateRes&);
+  nfs3::nfsstat3 do_remove(const CallContext&, const nfs3::diropargs3&, nfs3::WccRes&, bool dir);
+  nfs3::nfsstat3 do_rename(const CallContext&, const nfs3::RENAME3args&, nfs3::RENAME3res&);
+  nfs3::nfsstat3 do_link(const CallContext&, const nfs3::LINK3args&, nfs3::LINK3res&);
+  // Makes a new directory entry with `make` (an errno-returning callable), then
+  // applies `attrs` (minus what `make` set) and fills `res`.
+  template <class Make>
+  nfs3::nfsstat3 make_entry(const CallContext& ctx, const nfs3::diropargs3& where, const nfs3::sattr3& attrs,
+                            Make make, nfs3::CreateRes& res);
+  nfs3::nfsstat3 finish_create(const CallContext& ctx, Object& dir, const std::string& name,
+                               const nfs3::sattr3& attrs, nfs3::CreateRes& res);
+  // nfs_io.cpp
+  void do_read(const CallContext&, const nfs3::READ3args&, xdr::Encoder& out, rpc::ReplyMessage& reply);
+  nfs3::nfsstat3 do_write(const CallContext&, const nfs3::WRITE3args&, nfs3::WRITE3res&);
+  nfs3::nfsstat3 do_commit(const CallContext&, const nfs3::COMMIT3args&, nfs3::COMMIT3res&);
+  // Opens a regular file for I/O as the caller; the owner may always read and
+  // write their own file (nfsd's owner override: a file created 0444 over NFS
+  // must still take the writes that follow).
+  nfs3::nfsstat3 open_for_io(const CallContext& ctx, const Object& o, int flags, Fd& out) const;
+  // nfs_readdir.cpp
+  nfs3::nfsstat3 do_readdir(const CallContext&, const nfs3::READDIR3args&, nfs3::READDIR3res&);
+  nfs3::nfsstat3 do_readdirplus(const CallContext&, const nfs3::READDIRPLUS3args&, nfs3::READDIRPLUS3res&);
+
+  const ExportTable& exports_;
+  NfsLimits limits_;
+  nfs3::verf8 write_verf_;
+};
+
+// Applies the settable attributes to an object as the current identity.
+// Shared by SETATTR and the create procedures.
+nfs3::nfsstat3 apply_sattr(const Object& o, const nfs3::sattr3& attrs, const Credentials& who);
+
+}  // namespace nfsrdma::server

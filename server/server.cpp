@@ -1,0 +1,78 @@
+#include "server/server.hpp"
+
+#include <sys/random.h>
+
+#include "lib/base/log.hpp"
+
+namespace nfsrdma::server {
+
+Server::Server(const ServerConfig& config, const SipKey& key) : config_(config), exports_(key) {}
+
+Server::~Server() = default;
+
+Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
+  if (config.exports.empty()) {
+    return Error{ErrorDomain::config, 0, Action::fail, "nothing to export: give --export DIR or --exports FILE"};
+  }
+  auto key = load_or_create_key(config.state_dir);
+  if (!key) return key.error();
+  std::unique_ptr<Server> s(new Server(config, *key));
+  for (const auto& e : config.exports) {
+    if (auto r = s->exports_.add(e); !r) return r.error();
+  }
+  nfs3::verf8 verf{};
+  // A new write verifier on every start tells clients to resend uncommitted data.
+  if (::getrandom(verf.data(), verf.size(), 0) != static_cast<ssize_t>(verf.size())) {
+    return sys_error(errno, "getrandom");
+  }
+  s->nfs_ = std::make_unique<NfsService>(s->exports_, config.limits, verf);
+  s->mount_ = std::make_unique<MountService>(s->exports_);
+  if (config.portmap) s->portmap_ = std::make_unique<PortmapService>();
+  s->dispatcher_ = std::make_unique<Dispatcher>(*s->nfs_, *s->mount_, s->portmap_.get(), s->drc_);
+  s->pool_ = std::make_unique<ThreadPool>(config.threads);
+
+  tcp::TcpServerOptions topts;
+  topts.max_connections = config.max_connections;
+  topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
+  Dispatcher* d = s->dispatcher_.get();
+  ThreadPool* pool = s->pool_.get();
+  s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [d, pool](rpc::IncomingCall&& call) {
+    pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
+  });
+  auto nfs_port = s->tcp_->add_listener(config.bind_address, config.nfs_port, kNfsListener);
+  if (!nfs_port) return nfs_port.error();
+  auto mount_port = s->tcp_->add_listener(config.bind_address, config.mount_port, kMountListener);
+  if (!mount_port) return mount_port.error();
+  std::vector<portmap2::mapping> maps = {
+      {nfs3::kProgram, nfs3::kVersion, portmap2::IPPROTO_TCP_, *nfs_port},
+      {mount3::kProgram, mount3::kVersion, portmap2::IPPROTO_TCP_, *mount_port},
+  };
+  if (config.portmap) {
+    auto pm_port = s->tcp_->add_listener(config.bind_address, config.portmap_port, kPortmapListener);
+    if (!pm_port) return pm_port.error();
+    s->portmap_->add({portmap2::kProgram, portmap2::kVersion, portmap2::IPPROTO_TCP_, *pm_port});
+    for (const auto& m : maps) s->portmap_->add(m);
+    spdlog::info("portmap: serving on port {}", *pm_port);
+  } else if (config.register_rpcbind && register_with_rpcbind(maps, true)) {
+    s->registered_ = maps;
+  }
+  for (const auto& ex : s->exports_.all()) {
+    spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry.path, ex->id, ex->entry.clients.size(),
+                 ex->entry.clients.size() == 1 ? "y" : "ies");
+  }
+  spdlog::info("listening: NFSv3 on tcp port {}, MOUNTv3 on tcp port {}, {} worker threads", *nfs_port, *mount_port,
+               config.threads);
+  return s;
+}
+
+void Server::run() { tcp_->run(); }
+
+void Server::shutdown() {
+  spdlog::info("shutting down: finishing calls in flight");
+  tcp_->stop_intake();
+  pool_->drain();
+  tcp_->stop();
+  if (!registered_.empty()) register_with_rpcbind(registered_, false);
+}
+
+}  // namespace nfsrdma::server

@@ -1,0 +1,55 @@
+// nfsrdma-server assembled: export table, services, dispatcher, worker pool
+// and the TCP listeners, with an orderly start and shutdown.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/base/thread_pool.hpp"
+#include "lib/transport/tcp/tcp_server.hpp"
+#include "server/dispatcher.hpp"
+
+namespace nfsrdma::server {
+
+struct ServerConfig {
+  std::vector<ExportEntry> exports;
+  std::string bind_address;  // empty: every address
+  std::uint16_t nfs_port = 2049;
+  std::uint16_t mount_port = 20048;
+  bool portmap = false;  // serve PORTMAP ourselves
+  std::uint16_t portmap_port = portmap2::kPort;
+  bool register_rpcbind = true;
+  std::size_t threads = 8;
+  std::size_t max_connections = 1024;
+  NfsLimits limits;
+  std::string state_dir = "/var/lib/nfsrdma";
+};
+
+class Server {
+ public:
+  // Opens the exports and binds every port; any failure is a configuration error.
+  static Result<std::unique_ptr<Server>> start(const ServerConfig& config);
+  ~Server();
+
+  // Serves until shutdown() is called (from another thread).
+  void run();
+  // In-flight calls finish and their replies are sent; no new calls are read.
+  void shutdown();
+
+ private:
+  explicit Server(const ServerConfig& config, const SipKey& key);
+
+  ServerConfig config_;
+  ExportTable exports_;
+  std::unique_ptr<NfsService> nfs_;
+  std::unique_ptr<MountService> mount_;
+  std::unique_ptr<PortmapService> portmap_;
+  DuplicateRequestCache drc_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<tcp::TcpServer> tcp_;
+  std::vector<portmap2::mapping> registered_;
+};
+
+}  // namespace nfsrdma::server
