@@ -55,37 +55,50 @@ std::uint16_t local_port(int fd) {
 
 namespace {
 
-bool bind_reserved(int fd, int family) {
-  // Walk down from 1023 like bindresvport(3); give up quietly when not permitted.
-  for (std::uint16_t p = 1023; p >= 600; --p) {
-    sockaddr_storage ss{};
-    socklen_t len;
-    if (family == AF_INET6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(p);
-      len = sizeof *a;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(p);
-      len = sizeof *a;
-    }
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) return true;
-    if (errno == EACCES || errno == EPERM) return false;
+void set_port(sockaddr_storage& ss, std::uint16_t port) {
+  if (ss.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
   }
-  return false;
+}
+
+// Binds the local side: `local` (address, port 0) and, when asked, a reserved
+// port walking down from 1023 like bindresvport(3).
+Result<void> bind_local(int fd, sockaddr_storage local, socklen_t len, bool reserved) {
+  if (reserved) {
+    for (std::uint16_t p = 1023; p >= 600; --p) {
+      set_port(local, p);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&local), len) == 0) return {};
+      if (errno == EACCES || errno == EPERM) break;
+    }
+  }
+  set_port(local, 0);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), len) != 0) return sys_error(errno, "bind local address");
+  return {};
 }
 
 }  // namespace
 
-Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port) {
+Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port,
+                       const std::string& source_address) {
   socklen_t len = 0;
   auto addr = resolve(host, port, len);
   if (!addr) return addr.error();
   Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return sys_error(errno, "socket");
-  if (reserved_port && ::geteuid() == 0) bind_reserved(fd.get(), addr->ss_family);
+  bool reserved = reserved_port && ::geteuid() == 0;
+  if (reserved || !source_address.empty()) {
+    sockaddr_storage local{};
+    socklen_t local_len = len;
+    local.ss_family = addr->ss_family;
+    if (!source_address.empty()) {
+      auto src = resolve(source_address, 0, local_len);
+      if (!src) return src.error();
+      local = *src;
+    }
+    if (auto r = bind_local(fd.get(), local, local_len, reserved); !r) return r.error();
+  }
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
     Error e = sys_error(errno, "connect to " + host + ":" + std::to_string(port));
     e.action = Action::retry_later;

@@ -23,6 +23,7 @@ namespace nfsrdma::tcp {
 struct TcpClientOptions {
   std::size_t max_record_bytes = (1u << 20) + 64 * 1024;
   bool reserved_port = true;  // bind a source port < 1024 when root
+  std::string source_address;  // bind this local address first (empty: any)
 };
 
 class TcpClient final : public rpc::ClientTransport {

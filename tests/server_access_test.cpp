@@ -1,0 +1,248 @@
+// Who may do what: identities and squashing, read-only exports, client lists,
+// secure ports, forged handles, and the RPC-level answers to bad calls.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lib/transport/tcp/record.hpp"
+#include "lib/transport/tcp/socket.hpp"
+#include "tests/server_harness.hpp"
+
+namespace nfsrdma::test {
+namespace {
+
+using namespace nfs3;
+
+class ServerAccess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
+    std::filesystem::create_directory(dir_.path() + "/ro");
+    std::filesystem::permissions(dir_.path(), std::filesystem::perms::all);
+  }
+  void start(std::vector<std::string> exports, std::vector<std::string> extra = {}) {
+    server_ = std::make_unique<ServerProcess>(std::move(exports), std::move(extra));
+  }
+  void TearDown() override {
+    if (server_ && HasFailure()) std::cerr << "server log:\n" << server_->log();
+  }
+  uid_t owner(const std::string& name) {
+    struct stat st {};
+    if (::lstat((dir_.path() + "/" + name).c_str(), &st) != 0) return static_cast<uid_t>(-1);
+    return st.st_uid;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(ServerAccess, RootSquashMapsRootToNobodyByDefault) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  Client c(*server_);
+  nfs_fh3 root = c.mount_root(dir_.path());
+  c.create(root, "by-root");
+  EXPECT_EQ(owner("by-root"), 65534u);
+  c.as = {1000, 1000, {}};
+  c.create(root, "by-user");
+  EXPECT_EQ(owner("by-user"), 1000u);
+}
+
+TEST_F(ServerAccess, AllSquashUsesAnonuid) {
+  start({dir_.path() + " 127.0.0.1(rw,all_squash,anonuid=1234,anongid=4321)"});
+  Client c(*server_);
+  c.as = {1000, 1000, {}};
+  nfs_fh3 root = c.mount_root(dir_.path());
+  c.create(root, "squashed");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_.path() + "/squashed").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 4321u);
+}
+
+TEST_F(ServerAccess, KernelPermissionChecksApplyToTheCaller) {
+  start({dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
+  Client root_client(*server_);
+  nfs_fh3 root = root_client.mount_root(dir_.path());
+  nfs_fh3 secret = root_client.create(root, "secret", 0600);
+  root_client.write(secret, 0, "root only");
+  Client user(*server_);
+  user.as = {1000, 1000, {}};
+  EXPECT_EQ(user.call<READ3res>(Proc::READ, READ3args{secret, 0, 10}).status, NFS3ERR_ACCES);
+  WRITE3args w{secret, 0, 1, stable_how::FILE_SYNC, {reinterpret_cast<const std::uint8_t*>("x"), 1}};
+  EXPECT_EQ(user.call<WRITE3res>(Proc::WRITE, w).status, NFS3ERR_ACCES);
+  auto acc = user.call<ACCESS3res>(Proc::ACCESS, ACCESS3args{secret, ACCESS3_READ | ACCESS3_MODIFY});
+  ASSERT_EQ(acc.status, NFS3_OK);
+  EXPECT_EQ(acc.access, 0u);
+  SETATTR3args chmod;
+  chmod.object = secret;
+  chmod.new_attributes.mode = 0777;
+  EXPECT_EQ(user.call<WccRes>(Proc::SETATTR, chmod).status, NFS3ERR_PERM);
+  // Supplementary groups count: group 77 may read a 0640 file of group 77.
+  nfs_fh3 grp = root_client.create(root, "group-file", 0640);
+  root_client.write(grp, 0, "team");
+  SETATTR3args chgrp;
+  chgrp.object = grp;
+  chgrp.new_attributes.gid = 77;
+  ASSERT_EQ(root_client.call<WccRes>(Proc::SETATTR, chgrp).status, NFS3_OK);
+  user.as = {1000, 1000, {5, 77}};
+  EXPECT_EQ(user.read(grp, 0, 10), "team");
+}
+
+TEST_F(ServerAccess, OwnerMayWriteTheirOwnReadOnlyFile) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  Client c(*server_);
+  c.as = {1000, 1000, {}};
+  nfs_fh3 root = c.mount_root(dir_.path());
+  nfs_fh3 f = c.create(root, "ro-for-owner", 0444);
+  c.write(f, 0, "still writable by its owner");  // as with `cp` of a 0444 file over NFS
+  EXPECT_EQ(c.read(f, 0, 5), "still");
+}
+
+TEST_F(ServerAccess, ReadOnlyExportRefusesEveryModifyingProcedure) {
+  std::ofstream(dir_.path() + "/ro/file") << "content";
+  start({dir_.path() + "/ro 127.0.0.1(ro,no_root_squash)"});
+  Client c(*server_);
+  nfs_fh3 root = c.mount_root(dir_.path() + "/ro");
+  nfs_fh3 f = c.lookup(root, "file");
+  EXPECT_EQ(c.read(f, 0, 7), "content");
+  SETATTR3args sa;
+  sa.object = f;
+  sa.new_attributes.mode = 0600;
+  EXPECT_EQ(c.call<WccRes>(Proc::SETATTR, sa).status, NFS3ERR_ROFS);
+  WRITE3args w{f, 0, 1, stable_how::FILE_SYNC, {reinterpret_cast<const std::uint8_t*>("x"), 1}};
+  EXPECT_EQ(c.call<WRITE3res>(Proc::WRITE, w).status, NFS3ERR_ROFS);
+  CREATE3args cr;
+  cr.where = {root, "new"};
+  EXPECT_EQ(c.call<CreateRes>(Proc::CREATE, cr).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<CreateRes>(Proc::MKDIR, MKDIR3args{{root, "d"}, {}}).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<CreateRes>(Proc::SYMLINK, SYMLINK3args{{root, "l"}, {}, "x"}).status, NFS3ERR_ROFS);
+  MKNOD3args mk;
+  mk.where = {root, "p"};
+  EXPECT_EQ(c.call<CreateRes>(Proc::MKNOD, mk).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<WccRes>(Proc::REMOVE, diropargs3{root, "file"}).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<WccRes>(Proc::RMDIR, diropargs3{root, "file"}).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<RENAME3res>(Proc::RENAME, RENAME3args{{root, "file"}, {root, "x"}}).status, NFS3ERR_ROFS);
+  EXPECT_EQ(c.call<LINK3res>(Proc::LINK, LINK3args{f, {root, "x"}}).status, NFS3ERR_ROFS);
+  auto acc = c.call<ACCESS3res>(Proc::ACCESS, ACCESS3args{f, ACCESS3_READ | ACCESS3_MODIFY});
+  EXPECT_EQ(acc.access, ACCESS3_READ);
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/ro/file"));
+}
+
+TEST_F(ServerAccess, ClientOutsideTheListIsRefusedAtMountAndEveryCall) {
+  start({dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
+  Client allowed(*server_);
+  nfs_fh3 root = allowed.mount_root(dir_.path());
+  nfs_fh3 f = allowed.create(root, "f");
+  Client stranger(*server_, "127.0.0.3");
+  auto m = stranger.mnt(dir_.path());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, mount3::MNT3ERR_ACCES);
+  EXPECT_EQ(stranger.call<GETATTR3res>(Proc::GETATTR, FhArgs{root}).status, NFS3ERR_ACCES);
+  EXPECT_EQ(stranger.call<READ3res>(Proc::READ, READ3args{f, 0, 1}).status, NFS3ERR_ACCES);
+  EXPECT_EQ(stranger.call<LOOKUP3res>(Proc::LOOKUP, diropargs3{root, "f"}).status, NFS3ERR_ACCES);
+  EXPECT_EQ(stranger.call<WccRes>(Proc::REMOVE, diropargs3{root, "f"}).status, NFS3ERR_ACCES);
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/f"));
+}
+
+TEST_F(ServerAccess, SecureExportsRequireAReservedPort) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  Client insecure(*server_, "", /*reserved_port=*/false);
+  auto m = insecure.mnt(dir_.path());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, mount3::MNT3ERR_PERM);
+  Client secure(*server_);
+  nfs_fh3 root = secure.mount_root(dir_.path());
+  EXPECT_EQ(insecure.call<GETATTR3res>(Proc::GETATTR, FhArgs{root}).status, NFS3ERR_PERM);
+}
+
+TEST_F(ServerAccess, ForgedAndCrossExportHandles) {
+  std::filesystem::create_directory(dir_.path() + "/other");
+  start({dir_.path() + "/ro 127.0.0.1(rw,no_root_squash)", dir_.path() + "/other 127.0.0.1(rw,no_root_squash)"});
+  Client c(*server_);
+  nfs_fh3 a = c.mount_root(dir_.path() + "/ro");
+  nfs_fh3 b = c.mount_root(dir_.path() + "/other");
+  nfs_fh3 forged = a;
+  forged.data[12] ^= 0x01;  // point the kernel handle elsewhere
+  EXPECT_EQ(c.call<GETATTR3res>(Proc::GETATTR, FhArgs{forged}).status, NFS3ERR_BADHANDLE);
+  nfs_fh3 moved = a;
+  moved.data[7] ^= 0x01;  // claim another export id
+  EXPECT_EQ(c.call<GETATTR3res>(Proc::GETATTR, FhArgs{moved}).status, NFS3ERR_BADHANDLE);
+  nfs_fh3 shortened = a;
+  shortened.len = 10;
+  EXPECT_EQ(c.call<GETATTR3res>(Proc::GETATTR, FhArgs{shortened}).status, NFS3ERR_BADHANDLE);
+  nfs_fh3 f = c.create(a, "f");
+  EXPECT_EQ(c.call<RENAME3res>(Proc::RENAME, RENAME3args{{a, "f"}, {b, "f"}}).status, NFS3ERR_XDEV);
+  EXPECT_EQ(c.call<LINK3res>(Proc::LINK, LINK3args{f, {b, "f"}}).status, NFS3ERR_XDEV);
+}
+
+std::uint32_t accept_stat_of(const std::vector<std::uint8_t>& reply, rpc::ReplyHeader& h) {
+  xdr::Decoder d(reply);
+  auto r = rpc::decode_reply(d);
+  if (!r) return 99;
+  h = *r;
+  return static_cast<std::uint32_t>(r->accept);
+}
+
+TEST_F(ServerAccess, RpcLevelErrors) {
+  start({dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
+  Client c(*server_);
+  rpc::ReplyHeader h;
+  auto reply = raw_call(c.nfs(), 1, make_call(1, 100005, 3, 0, {}));  // MOUNT on the NFS port
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(accept_stat_of(*reply, h), static_cast<std::uint32_t>(rpc::AcceptStat::prog_unavail));
+  reply = raw_call(c.nfs(), 2, make_call(2, kProgram, 2, 0, {}));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(accept_stat_of(*reply, h), static_cast<std::uint32_t>(rpc::AcceptStat::prog_mismatch));
+  EXPECT_EQ(h.low, 3u);
+  EXPECT_EQ(h.high, 3u);
+  reply = raw_call(c.nfs(), 3, make_call(3, kProgram, 3, 99, {}));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(accept_stat_of(*reply, h), static_cast<std::uint32_t>(rpc::AcceptStat::proc_unavail));
+  reply = raw_call(c.nfs(), 4, make_call(4, kProgram, 3, 1, {0, 0, 0, 64}));  // a 64-byte handle, absent
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(accept_stat_of(*reply, h), static_cast<std::uint32_t>(rpc::AcceptStat::garbage_args));
+  auto bad_version = make_call(5, kProgram, 3, 0, {});
+  bad_version[11] = 3;  // rpcvers 3
+  reply = raw_call(c.nfs(), 5, bad_version);
+  ASSERT_TRUE(reply.ok());
+  accept_stat_of(*reply, h);
+  EXPECT_EQ(h.stat, rpc::ReplyStat::denied);
+  EXPECT_EQ(h.reject, rpc::RejectStat::rpc_mismatch);
+  auto gss = make_call(6, kProgram, 3, 0, {});
+  gss[27] = 6;  // cred flavor RPCSEC_GSS
+  reply = raw_call(c.nfs(), 6, gss);
+  ASSERT_TRUE(reply.ok());
+  accept_stat_of(*reply, h);
+  EXPECT_EQ(h.stat, rpc::ReplyStat::denied);
+  EXPECT_EQ(h.reject, rpc::RejectStat::auth_error);
+  // The connection is still good after all of that.
+  EXPECT_EQ(c.getattr(c.mount_root(dir_.path())).type, NF3DIR);
+}
+
+TEST_F(ServerAccess, OversizedRecordClosesOnlyThatConnection) {
+  start({dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
+  Client good(*server_);
+  nfs_fh3 root = good.mount_root(dir_.path());
+  auto fd = tcp::connect_tcp("127.0.0.1", server_->nfs_port(), false);
+  ASSERT_TRUE(fd.ok());
+  auto mark = tcp::record_mark(0x7fffffff);
+  ASSERT_EQ(::send(fd->get(), mark.data(), 4, MSG_NOSIGNAL), 4);
+  char byte;
+  EXPECT_EQ(::recv(fd->get(), &byte, 1, 0), 0);  // the server hung up
+  EXPECT_EQ(good.getattr(root).type, NF3DIR);
+  EXPECT_NE(server_->log().find("exceeds the limit"), std::string::npos);
+}
+
+TEST_F(ServerAccess, BadConfigurationFailsWithOneLine) {
+  ServerProcess* none = nullptr;
+  (void)none;
+  EXPECT_THROW(start({"/does/not/exist"}), std::runtime_error);
+  EXPECT_THROW(start({dir_.path() + " 10.0.0.0/40(rw)"}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace nfsrdma::test

@@ -1,0 +1,228 @@
+#include "tests/server_harness.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "lib/transport/tcp/socket.hpp"
+
+namespace nfsrdma::test {
+
+using namespace nfs3;
+
+TempDir::TempDir() {
+  std::string tmpl = std::filesystem::temp_directory_path().string() + "/nfsrdma-test-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::uint16_t free_port() {
+  auto fd = tcp::listen_tcp("127.0.0.1", 0);
+  if (!fd) throw std::runtime_error(fd.error().describe());
+  return tcp::local_port(fd->get());
+}
+
+ServerProcess::ServerProcess(std::vector<std::string> exports, std::vector<std::string> extra)
+    : exports_(std::move(exports)), extra_(std::move(extra)), log_(state_.path() + "/server.log"),
+      nfs_port_(free_port()), mount_port_(free_port()) {
+  start();
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) stop();
+}
+
+void ServerProcess::start() {
+  const char* bin = std::getenv("NFSRDMA_SERVER");
+  if (!bin) throw std::runtime_error("NFSRDMA_SERVER is not set (run through meson test)");
+  std::vector<std::string> args = {bin, "--port", std::to_string(nfs_port_), "--mount-port",
+                                   std::to_string(mount_port_), "--state-dir", state_.path() + "/state",
+                                   "--bind", "127.0.0.1", "--no-register", "--log-level", "debug"};
+  for (const auto& e : exports_) {
+    args.push_back("--export");
+    args.push_back(e);
+  }
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin, argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    if (tcp::connect_tcp("127.0.0.1", nfs_port_, false)) return;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("nfsrdma-server exited at start:\n" + log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  throw std::runtime_error("nfsrdma-server did not start listening:\n" + log());
+}
+
+void ServerProcess::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  ::waitpid(pid_, &status_, 0);
+  pid_ = -1;
+}
+
+void ServerProcess::kill_hard() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status_, 0);
+  pid_ = -1;
+}
+
+std::string ServerProcess::log() const {
+  std::ifstream in(log_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<std::vector<std::uint8_t>> raw_call(rpc::ClientTransport& t, std::uint32_t xid,
+                                           const std::vector<std::uint8_t>& message) {
+  using Outcome = Result<std::vector<std::uint8_t>>;
+  auto promise = std::make_shared<std::promise<Outcome>>();
+  auto future = promise->get_future();
+  rpc::OutgoingCall call;
+  call.xid = xid;
+  call.message = message;
+  t.call(call, [promise](Result<std::span<const std::uint8_t>> reply) {
+    if (!reply) return promise->set_value(reply.error());
+    promise->set_value(std::vector<std::uint8_t>(reply->begin(), reply->end()));
+  });
+  if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "no reply within 5 s"};
+  }
+  return future.get();
+}
+
+std::vector<std::uint8_t> make_call(std::uint32_t xid, std::uint32_t prog, std::uint32_t vers, std::uint32_t proc,
+                                    const std::vector<std::uint8_t>& args) {
+  std::vector<std::uint8_t> msg;
+  xdr::Encoder e(msg);
+  rpc::AuthSys root;
+  root.machinename = "test";
+  rpc::encode_call_header(e, xid, prog, vers, proc, root);
+  msg.insert(msg.end(), args.begin(), args.end());
+  return msg;
+}
+
+Client::Client(const ServerProcess& server, std::string source_address, bool reserved_port) {
+  tcp::TcpClientOptions o;
+  o.source_address = std::move(source_address);
+  o.reserved_port = reserved_port;
+  auto n = tcp::TcpClient::connect("127.0.0.1", server.nfs_port(), o);
+  if (!n) throw std::runtime_error(n.error().describe());
+  nfs_ = std::move(*n);
+  auto m = tcp::TcpClient::connect("127.0.0.1", server.mount_port(), o);
+  if (!m) throw std::runtime_error(m.error().describe());
+  mount_ = std::move(*m);
+}
+
+std::optional<rpc::AuthSys> Client::auth() const {
+  rpc::AuthSys a;
+  a.machinename = "test";
+  a.uid = as.uid;
+  a.gid = as.gid;
+  a.ngids = static_cast<std::uint32_t>(as.groups.size());
+  for (std::size_t i = 0; i < as.groups.size(); ++i) a.gids[i] = as.groups[i];
+  return a;
+}
+
+Result<mount3::MNT3res> Client::mnt(const std::string& path) {
+  std::vector<std::uint8_t> a;
+  xdr::encode(a, mount3::DirPath{path});
+  auto bytes = rpc::call_sync(*mount_, mount3::kProgram, mount3::kVersion,
+                              static_cast<std::uint32_t>(mount3::Proc::MNT), a, auth(), 5000);
+  if (!bytes) return bytes.error();
+  mount3::MNT3res r;
+  if (auto d = xdr::decode(*bytes, r); !d) return d.error();
+  return r;
+}
+
+nfs_fh3 Client::mount_root(const std::string& path) {
+  auto r = mnt(path);
+  if (!r) throw std::runtime_error(r.error().describe());
+  if (r->status != mount3::MNT3_OK) {
+    throw std::runtime_error("MNT " + path + " failed: " + std::to_string(static_cast<int>(r->status)));
+  }
+  return r->fhandle;
+}
+
+namespace {
+void expect_ok(nfsstat3 s, const std::string& what) {
+  if (s != NFS3_OK) throw std::runtime_error(what + ": " + nfsstat3_name(s));
+}
+}  // namespace
+
+nfs_fh3 Client::lookup(const nfs_fh3& dir, const std::string& name) {
+  auto r = call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+  expect_ok(r.status, "LOOKUP " + name);
+  return r.object;
+}
+
+nfs_fh3 Client::create(const nfs_fh3& dir, const std::string& name, std::uint32_t mode) {
+  CREATE3args a;
+  a.where = {dir, name};
+  a.mode = createmode3::GUARDED;
+  a.obj_attributes.mode = mode;
+  auto r = call<CreateRes>(Proc::CREATE, a);
+  expect_ok(r.status, "CREATE " + name);
+  return *r.obj;
+}
+
+nfs_fh3 Client::mkdir(const nfs_fh3& dir, const std::string& name, std::uint32_t mode) {
+  MKDIR3args a;
+  a.where = {dir, name};
+  a.attributes.mode = mode;
+  auto r = call<CreateRes>(Proc::MKDIR, a);
+  expect_ok(r.status, "MKDIR " + name);
+  return *r.obj;
+}
+
+void Client::write(const nfs_fh3& file, std::uint64_t offset, const std::string& data, stable_how how) {
+  WRITE3args a{file, offset, static_cast<std::uint32_t>(data.size()), how,
+               {reinterpret_cast<const std::uint8_t*>(data.data()), data.size()}};
+  auto r = call<WRITE3res>(Proc::WRITE, a);
+  expect_ok(r.status, "WRITE");
+}
+
+std::string Client::read(const nfs_fh3& file, std::uint64_t offset, std::uint32_t count) {
+  auto r = call<READ3res>(Proc::READ, READ3args{file, offset, count});
+  expect_ok(r.status, "READ");
+  return {reinterpret_cast<const char*>(r.data.data()), r.data.size()};
+}
+
+fattr3 Client::getattr(const nfs_fh3& fh) {
+  auto r = call<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
+  expect_ok(r.status, "GETATTR");
+  return r.obj_attributes;
+}
+
+}  // namespace nfsrdma::test
