@@ -1,0 +1,53 @@
+# nfsrdma: the front door. `make demo` and `make test` are all a new user needs.
+SHELL := /bin/bash
+BUILD ?= build
+SAN ?= build-san
+PREFIX ?= /usr/local
+FUZZ_SECONDS ?= 20
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Warnings are errors in CI.
+WERROR := $(if $(CI),-Dwerror=true,)
+
+# Debian 12 packages the build and the tests need.
+PACKAGES := g++ clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
+  libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev \
+  libnfs-utils tshark iproute2
+
+.PHONY: deps build build-san test demo install fuzz clean
+
+deps:
+	@missing=$$(for p in $(PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(WERROR) --prefix $(PREFIX)
+
+$(SAN)/build.ninja:
+	CXX=clang++ meson setup $(SAN) $(WERROR) -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+build-san: deps $(SAN)/build.ninja
+	ninja -C $(SAN)
+
+test: build build-san
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run_all.sh
+
+demo: build
+	tools/demo.sh $(BUILD)
+
+install: build
+	$(SUDO) meson install -C $(BUILD)
+
+# Longer fuzzing; new interesting inputs are merged into tests/fuzz/corpus.
+fuzz: build-san
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} FUZZ_MERGE=1 meson test -C $(SAN) --suite fuzz --timeout-multiplier 0 --print-errorlogs
+
+clean:
+	rm -rf $(BUILD) $(SAN)
