@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 
 #include "tests/server_harness.hpp"
@@ -132,8 +134,11 @@ TEST_F(ServerProcs, DuplicateRequestCacheReplaysRemove) {
   std::vector<std::uint8_t> args;
   xdr::encode(args, diropargs3{root_, "victim"});
   auto msg = make_call(0x5150, kProgram, kVersion, static_cast<std::uint32_t>(Proc::REMOVE), args);
+  // The second attempt comes over a new connection from a new source port, as a
+  // client retransmits after reconnecting: the cache keys on address, not port.
+  Client reconnected(*server_);
   for (int i = 0; i < 2; ++i) {
-    auto reply = raw_call(client_->nfs(), 0x5150, msg);
+    auto reply = raw_call(i == 0 ? client_->nfs() : reconnected.nfs(), 0x5150, msg);
     ASSERT_TRUE(reply.ok());
     xdr::Decoder d(*reply);
     ASSERT_TRUE(rpc::check_reply(d, 0x5150).ok());
@@ -332,6 +337,76 @@ TEST_F(ServerProcs, MountProceduresTrackClients) {
   ASSERT_TRUE(after.ok());
   ASSERT_TRUE(xdr::decode(*after, ml).ok());
   EXPECT_TRUE(ml.entries.empty());
+}
+
+// 8 connections with 64 WRITEs each in flight at once, then 64 READs each; every
+// reply arrives and every byte is where it should be.
+TEST_F(ServerProcs, ManyCallsInFlightOnManyConnections) {
+  constexpr int kConnections = 8, kDepth = 64, kBlock = 16 * 1024;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<nfs_fh3> files;
+  for (int c = 0; c < kConnections; ++c) {
+    clients.push_back(std::make_unique<Client>(*server_));
+    files.push_back(client_->create(root_, "conc-" + std::to_string(c)));
+  }
+  auto block = [](int c, int i) { return std::string(kBlock, static_cast<char>('a' + (c * 7 + i) % 26)); };
+  std::mutex mu;
+  std::condition_variable cv;
+  int outstanding = 0, failures = 0;
+  std::vector<std::vector<std::uint8_t>> messages;
+  messages.reserve(kConnections * kDepth * 2);
+  auto fire = [&](rpc::ClientTransport& t, Proc proc, const std::vector<std::uint8_t>& args, auto check) {
+    std::uint32_t xid = rpc::next_xid();
+    messages.push_back(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), args));
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = messages.back();
+    {
+      std::lock_guard lk(mu);
+      ++outstanding;
+    }
+    t.call(call, [&, xid, check](Result<std::span<const std::uint8_t>> reply) {
+      bool ok = reply.ok();
+      if (ok) {
+        xdr::Decoder d(*reply);
+        ok = rpc::check_reply(d, xid).ok() && check(d);
+      }
+      std::lock_guard lk(mu);
+      if (!ok) ++failures;
+      if (--outstanding == 0) cv.notify_all();
+    });
+  };
+  auto wait_all = [&] {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, std::chrono::seconds(30), [&] { return outstanding == 0; });
+  };
+  for (int c = 0; c < kConnections; ++c) {
+    for (int i = 0; i < kDepth; ++i) {
+      std::string data = block(c, i);
+      std::vector<std::uint8_t> args;
+      xdr::encode(args, WRITE3args{files[c], std::uint64_t{kBlock} * i, kBlock, stable_how::UNSTABLE,
+                                   {reinterpret_cast<const std::uint8_t*>(data.data()), data.size()}});
+      fire(clients[c]->nfs(), Proc::WRITE, args, [](xdr::Decoder& d) {
+        WRITE3res r;
+        return xdr::decode(d, r).ok() && r.status == NFS3_OK && r.count == kBlock;
+      });
+    }
+  }
+  ASSERT_TRUE(wait_all());
+  for (int c = 0; c < kConnections; ++c) {
+    for (int i = 0; i < kDepth; ++i) {
+      std::vector<std::uint8_t> args;
+      xdr::encode(args, READ3args{files[c], std::uint64_t{kBlock} * i, kBlock});
+      std::string want = block(c, i);
+      fire(clients[c]->nfs(), Proc::READ, args, [want](xdr::Decoder& d) {
+        READ3res r;
+        return xdr::decode(d, r).ok() && r.status == NFS3_OK &&
+               std::string(reinterpret_cast<const char*>(r.data.data()), r.data.size()) == want;
+      });
+    }
+  }
+  ASSERT_TRUE(wait_all());
+  EXPECT_EQ(failures, 0);
 }
 
 TEST_F(ServerProcs, GracefulShutdownExitsCleanly) {
