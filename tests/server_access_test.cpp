@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
@@ -49,6 +51,39 @@ TEST_F(ServerAccess, RootSquashMapsRootToNobodyByDefault) {
   c.as = {1000, 1000, {}};
   c.create(root, "by-user");
   EXPECT_EQ(owner("by-user"), 1000u);
+}
+
+// Identities are per worker thread (raw setfsuid/setgroups): callers running at
+// the same time never see each other's identity.
+TEST_F(ServerAccess, ConcurrentCallersKeepTheirOwnIdentities) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  constexpr int kCallers = 6, kFiles = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kCallers; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        Client c(*server_);
+        c.as = {2000u + t, 3000u + t, {}};
+        nfs_fh3 root = c.mount_root(dir_.path());
+        for (int i = 0; i < kFiles; ++i) c.create(root, "u" + std::to_string(t) + "-" + std::to_string(i));
+      } catch (const std::exception& e) {
+        ++errors;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(errors, 0);
+  for (int t = 0; t < kCallers; ++t) {
+    for (int i = 0; i < kFiles; ++i) {
+      struct stat st {};
+      std::string name = dir_.path() + "/u" + std::to_string(t) + "-" + std::to_string(i);
+      ASSERT_EQ(::stat(name.c_str(), &st), 0) << name;
+      EXPECT_EQ(st.st_uid, 2000u + t) << name;
+      EXPECT_EQ(st.st_gid, 3000u + t) << name;
+    }
+  }
 }
 
 TEST_F(ServerAccess, AllSquashUsesAnonuid) {
