@@ -1,0 +1,38 @@
+#include "lib/rpcrdma/private_data.hpp"
+
+#include <algorithm>
+
+namespace nfsrdma::rpcrdma {
+namespace {
+
+std::uint8_t size_code(std::uint32_t bytes) {
+  std::uint32_t kib = std::clamp<std::uint32_t>(bytes / 1024, 1, 256);
+  return static_cast<std::uint8_t>(kib - 1);
+}
+
+std::optional<ConnectPrivate> decode_at(std::span<const std::uint8_t> d) {
+  if (d.size() < 8) return std::nullopt;
+  std::uint32_t magic = (std::uint32_t{d[0]} << 24) | (std::uint32_t{d[1]} << 16) | (std::uint32_t{d[2]} << 8) | d[3];
+  if (magic != kPrivateMagic) return std::nullopt;
+  ConnectPrivate p;
+  p.version = d[4];
+  p.remote_invalidate = (d[5] & 1) != 0;
+  p.send_size = (std::uint32_t{d[6]} + 1) * 1024;
+  p.recv_size = (std::uint32_t{d[7]} + 1) * 1024;
+  return p;
+}
+
+}  // namespace
+
+std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p) {
+  return {0xf6, 0xab, 0x0e, 0x18, p.version, static_cast<std::uint8_t>(p.remote_invalidate ? 1 : 0),
+          size_code(p.send_size), size_code(p.recv_size)};
+}
+
+std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data) {
+  if (auto p = decode_at(data)) return p;
+  if (!data.empty() && data[0] >= 8 && data[0] < data.size()) return decode_at(data.subspan(1));
+  return std::nullopt;
+}
+
+}  // namespace nfsrdma::rpcrdma

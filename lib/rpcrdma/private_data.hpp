@@ -1,0 +1,33 @@
+// RFC 8797 connection private data: each side states the largest message it
+// will send and can receive inline, in the RDMA connect exchange.
+//
+//   0  magic 0xf6ab0e18 (big-endian)   4 version (1)   5 flags (bit 0: remote invalidate)
+//   6  send size   7 receive size      (each: size in KiB minus 1, so 1 KiB..256 KiB)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace nfsrdma::rpcrdma {
+
+constexpr std::uint32_t kPrivateMagic = 0xf6ab0e18;
+constexpr std::uint32_t kDefaultInline = 4096;  // what we offer
+constexpr std::uint32_t kLegacyInline = 1024;   // what we assume of a peer that says nothing (RFC 8166 §3.3.3)
+
+struct ConnectPrivate {
+  std::uint8_t version = 1;
+  bool remote_invalidate = false;
+  std::uint32_t send_size = kDefaultInline;  // bytes
+  std::uint32_t recv_size = kDefaultInline;
+};
+
+std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p);
+
+// Reads private data as a provider hands it over. Some libfabric providers put
+// a one-byte length in front or pad the buffer; both are accepted. Nothing (or
+// something without our magic) means the peer did not send any.
+std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data);
+
+}  // namespace nfsrdma::rpcrdma
