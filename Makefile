@@ -11,7 +11,7 @@ WERROR := $(if $(CI),-Dwerror=true,)
 # Debian 12 packages the build and the tests need.
 PACKAGES := g++ clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev \
-  libnfs-utils tshark iproute2 rpcbind
+  libfabric-dev libnfs-utils tshark iproute2 rpcbind
 
 .PHONY: deps build build-san test demo install fuzz clean
 

@@ -1,0 +1,341 @@
+#include "lib/fabric/fabric.hpp"
+
+#include <arpa/inet.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+#include <functional>
+#include <optional>
+
+namespace nfsrdma::fabric {
+namespace {
+
+constexpr std::uint32_t kApiVersion = FI_VERSION(1, 10);
+// FI_MR_BASIC semantics, asked of every provider (see fabric.hpp).
+constexpr std::uint64_t kMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+constexpr std::size_t kCmEntryBytes = sizeof(fi_eq_cm_entry) + 256;
+
+// Reads one connection-management event; the private data follows the entry.
+struct CmEvent {
+  std::uint32_t event = 0;
+  alignas(fi_eq_cm_entry) std::uint8_t buf[kCmEntryBytes];
+  std::size_t len = 0;
+  fi_eq_cm_entry* entry() { return reinterpret_cast<fi_eq_cm_entry*>(buf); }
+  std::span<const std::uint8_t> data() const {
+    return len > sizeof(fi_eq_cm_entry) ? std::span(buf + sizeof(fi_eq_cm_entry), len - sizeof(fi_eq_cm_entry))
+                                        : std::span<const std::uint8_t>{};
+  }
+};
+
+// Returns nullopt on timeout.
+Result<std::optional<CmEvent>> read_cm_event(fid_eq* eq, int timeout_ms, const std::string& what) {
+  CmEvent ev;
+  ssize_t n = fi_eq_sread(eq, &ev.event, ev.buf, sizeof ev.buf, timeout_ms, 0);
+  if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) return std::optional<CmEvent>{};
+  if (n == -FI_EAVAIL) {
+    fi_eq_err_entry err{};
+    fi_eq_readerr(eq, &err, 0);
+    Error e = fabric_error(-err.err, what);
+    if (err.err == ECONNREFUSED || err.err == ETIMEDOUT || err.err == EHOSTUNREACH) e.action = Action::retry_later;
+    return e;
+  }
+  if (n < 0) return fabric_error(static_cast<int>(n), what);
+  ev.len = static_cast<std::size_t>(n);
+  return std::optional<CmEvent>{ev};
+}
+
+void close_fid(fid* f) {
+  if (f) fi_close(f);
+}
+
+}  // namespace
+
+Error fabric_error(int rc, const std::string& what) {
+  int code = rc < 0 ? -rc : rc;
+  return Error{ErrorDomain::fabric, code, Action::fail, what + ": " + fi_strerror(code)};
+}
+
+Info::~Info() {
+  if (info_) fi_freeinfo(info_);
+}
+
+Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
+                      bool passive) {
+  Info hints(fi_allocinfo());
+  hints->ep_attr->type = FI_EP_MSG;
+  hints->caps = FI_MSG | FI_RMA;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = static_cast<int>(kMrMode);
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  hints->fabric_attr->prov_name = ::strdup(provider.c_str());
+  fi_info* out = nullptr;
+  int rc = fi_getinfo(kApiVersion, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
+                      passive ? FI_SOURCE : 0, hints.get(), &out);
+  if (rc != 0) {
+    Error e = fabric_error(rc, "libfabric provider '" + provider + "' for " + (node.empty() ? "*" : node) + ":" +
+                                   service);
+    if (rc == -FI_ENODATA) e.message = "libfabric provider '" + provider + "' is not available here" +
+                                       (node.empty() ? std::string() : " for " + node);
+    return e;
+  }
+  return Info(out);
+}
+
+Result<std::string> choose_provider(const std::string& requested) {
+  if (!requested.empty()) {
+    if (requested != "tcp" && requested != "verbs" && requested != "sockets") {
+      return Error{ErrorDomain::config, 0, Action::fail,
+                   "unknown libfabric provider '" + requested + "' (use tcp, verbs or sockets)"};
+    }
+    return requested;
+  }
+  if (get_info("verbs", "", "", false)) return std::string("verbs");
+  return std::string("tcp");
+}
+
+MemoryRegion::MemoryRegion(MemoryRegion&& o) noexcept { *this = std::move(o); }
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {
+  std::swap(mr_, o.mr_);
+  std::swap(addr_, o.addr_);
+  std::swap(len_, o.len_);
+  std::swap(key_, o.key_);
+  std::swap(desc_, o.desc_);
+  return *this;
+}
+
+MemoryRegion::~MemoryRegion() {
+  if (mr_) fi_close(&mr_->fid);
+}
+
+bool MemoryRegion::contains(const void* p, std::size_t n) const {
+  auto a = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(addr_);
+  return a >= base && n <= len_ && a - base <= len_ - n;
+}
+
+Result<std::unique_ptr<Domain>> Domain::open(const fi_info* info) {
+  std::unique_ptr<Domain> d(new Domain);
+  d->info_ = Info(fi_dupinfo(info));
+  // Providers that do not require these bits (tcp, sockets) honour them when
+  // the domain is opened with them: keys from the provider, virtual addresses.
+  d->info_->domain_attr->mr_mode = static_cast<int>(kMrMode);
+  if (int rc = fi_fabric(d->info_->fabric_attr, &d->fabric_, nullptr); rc != 0) {
+    return fabric_error(rc, "fi_fabric");
+  }
+  if (int rc = fi_domain(d->fabric_, d->info_.get(), &d->domain_, nullptr); rc != 0) {
+    return fabric_error(rc, "fi_domain");
+  }
+  return d;
+}
+
+Domain::~Domain() {
+  close_fid(domain_ ? &domain_->fid : nullptr);
+  close_fid(fabric_ ? &fabric_->fid : nullptr);
+}
+
+Result<MemoryRegion> Domain::register_memory(void* addr, std::size_t len, bool remote_access) {
+  std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+  if (remote_access) access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+  MemoryRegion m;
+  if (int rc = fi_mr_reg(domain_, addr, len, access, 0, 0, 0, &m.mr_, nullptr); rc != 0) {
+    return fabric_error(rc, "fi_mr_reg of " + std::to_string(len) + " bytes");
+  }
+  std::uint64_t key = fi_mr_key(m.mr_);
+  if (key > 0xffffffffULL) {
+    return Error{ErrorDomain::fabric, 0, Action::fail,
+                 std::string("libfabric provider '") + info_->fabric_attr->prov_name +
+                     "' gives memory keys wider than 32 bits; RPC-over-RDMA segments carry 32-bit handles"};
+  }
+  m.addr_ = addr;
+  m.len_ = len;
+  m.key_ = static_cast<std::uint32_t>(key);
+  m.desc_ = fi_mr_desc(m.mr_);
+  return m;
+}
+
+Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth) {
+  fi_cq_attr cq_attr{};
+  cq_attr.size = queue_depth * 4;
+  cq_attr.format = FI_CQ_FORMAT_MSG;
+  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  fi_eq_attr eq_attr{};
+  eq_attr.wait_obj = FI_WAIT_UNSPEC;
+  if (int rc = fi_endpoint(domain_.get(), const_cast<fi_info*>(info), &ep_, nullptr); rc != 0) {
+    return fabric_error(rc, "fi_endpoint");
+  }
+  if (int rc = fi_eq_open(domain_.fabric(), &eq_attr, &eq_, nullptr); rc != 0) return fabric_error(rc, "fi_eq_open");
+  if (int rc = fi_ep_bind(ep_, &eq_->fid, 0); rc != 0) return fabric_error(rc, "fi_ep_bind(eq)");
+  if (int rc = fi_cq_open(domain_.get(), &cq_attr, &cq_, nullptr); rc != 0) return fabric_error(rc, "fi_cq_open");
+  if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0) return fabric_error(rc, "fi_ep_bind(cq)");
+  if (int rc = fi_enable(ep_); rc != 0) return fabric_error(rc, "fi_enable");
+  max_msg_ = info->ep_attr->max_msg_size;
+  if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in)) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    const auto* sa = static_cast<const sockaddr*>(info->dest_addr);
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET) {
+      const auto* a = static_cast<const sockaddr_in*>(info->dest_addr);
+      inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+    }
+    peer_ = std::string(host) + ":" + std::to_string(port);
+  }
+  return {};
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::connect(Domain& domain, const fi_info* info,
+                                                    std::span<const std::uint8_t> private_data,
+                                                    std::vector<std::uint8_t>& peer_private, int timeout_ms,
+                                                    std::size_t queue_depth, const Prepare& before_connect) {
+  std::unique_ptr<Endpoint> ep(new Endpoint(domain));
+  if (auto r = ep->open(info, queue_depth); !r) return r.error();
+  if (auto r = before_connect(*ep); !r) return r.error();
+  if (int rc = fi_connect(ep->ep_, info->dest_addr, private_data.data(), private_data.size()); rc != 0) {
+    return fabric_error(rc, "fi_connect");
+  }
+  auto ev = read_cm_event(ep->eq_, timeout_ms, "connect to " + ep->peer_);
+  if (!ev) return ev.error();
+  if (!*ev) return Error{ErrorDomain::fabric, ETIMEDOUT, Action::retry_later, "connect to " + ep->peer_ + ": timed out"};
+  if ((*ev)->event != FI_CONNECTED) {
+    return Error{ErrorDomain::fabric, 0, Action::retry_later, "connect to " + ep->peer_ + ": unexpected CM event"};
+  }
+  auto data = (*ev)->data();
+  peer_private.assign(data.begin(), data.end());
+  return ep;
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::accept(Domain& domain, const fi_info* request,
+                                                   std::span<const std::uint8_t> private_data, int timeout_ms,
+                                                   std::size_t queue_depth, const Prepare& before_accept) {
+  std::unique_ptr<Endpoint> ep(new Endpoint(domain));
+  if (auto r = ep->open(request, queue_depth); !r) return r.error();
+  if (auto r = before_accept(*ep); !r) return r.error();
+  if (int rc = fi_accept(ep->ep_, private_data.data(), private_data.size()); rc != 0) {
+    return fabric_error(rc, "fi_accept");
+  }
+  auto ev = read_cm_event(ep->eq_, timeout_ms, "accept");
+  if (!ev) return ev.error();
+  if (!*ev || (*ev)->event != FI_CONNECTED) {
+    return Error{ErrorDomain::fabric, ETIMEDOUT, Action::fail, "accept: the peer did not complete the connection"};
+  }
+  return ep;
+}
+
+Endpoint::~Endpoint() {
+  // ORDER: the endpoint before the queues bound to it.
+  close_fid(ep_ ? &ep_->fid : nullptr);
+  close_fid(cq_ ? &cq_->fid : nullptr);
+  close_fid(eq_ ? &eq_->fid : nullptr);
+}
+
+void Endpoint::shutdown() {
+  if (ep_ && !gone_) fi_shutdown(ep_, 0);
+  gone_ = true;
+}
+
+namespace {
+Result<void> posted(ssize_t rc, const char* what) {
+  if (rc == 0) return {};
+  Error e = fabric_error(static_cast<int>(rc), what);
+  if (rc == -FI_EAGAIN) e.action = Action::retry_now;
+  return e;
+}
+}  // namespace
+
+Result<void> Endpoint::post_recv(OpContext* ctx, void* buf, std::size_t len, void* desc) {
+  return posted(fi_recv(ep_, buf, len, desc, 0, ctx), "fi_recv");
+}
+
+Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc) {
+  return posted(fi_send(ep_, buf, len, desc, 0, ctx), "fi_send");
+}
+
+Result<void> Endpoint::post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
+                                 std::uint32_t key) {
+  return posted(fi_read(ep_, local, len, desc, 0, remote_addr, key, ctx), "fi_read");
+}
+
+Result<void> Endpoint::post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
+                                  std::uint64_t remote_addr, std::uint32_t key) {
+  return posted(fi_write(ep_, local, len, desc, 0, remote_addr, key, ctx), "fi_write");
+}
+
+Result<std::size_t> Endpoint::poll(std::span<Completion> out, int timeout_ms) {
+  fi_cq_msg_entry entries[32];
+  std::size_t max = std::min<std::size_t>(out.size(), 32);
+  ssize_t n = timeout_ms > 0 ? fi_cq_sread(cq_, entries, max, nullptr, timeout_ms) : fi_cq_read(cq_, entries, max);
+  if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) return std::size_t{0};
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq_, &err, 0) < 0) return std::size_t{0};
+    out[0] = {err.op_context, err.flags, err.len, err.err ? err.err : EIO};
+    return std::size_t{1};
+  }
+  if (n < 0) return fabric_error(static_cast<int>(n), "fi_cq_read");
+  for (ssize_t i = 0; i < n; ++i) out[i] = {entries[i].op_context, entries[i].flags, entries[i].len, 0};
+  return static_cast<std::size_t>(n);
+}
+
+bool Endpoint::peer_gone() {
+  if (gone_) return true;
+  std::uint32_t event = 0;
+  std::uint8_t buf[kCmEntryBytes];
+  ssize_t n = fi_eq_read(eq_, &event, buf, sizeof buf, 0);
+  if ((n >= 0 && event == FI_SHUTDOWN) || n == -FI_EAVAIL) gone_ = true;
+  if (n == -FI_EAVAIL) {
+    fi_eq_err_entry err{};
+    fi_eq_readerr(eq_, &err, 0);
+  }
+  return gone_;
+}
+
+Result<std::unique_ptr<Listener>> Listener::listen(const std::string& provider, const std::string& host,
+                                                   std::uint16_t port) {
+  std::unique_ptr<Listener> l(new Listener);
+  auto info = get_info(provider, host, std::to_string(port), true);
+  if (!info) return info.error();
+  l->info_ = std::move(*info);
+  auto d = Domain::open(l->info_.get());
+  if (!d) return d.error();
+  l->domain_ = std::move(*d);
+  fi_eq_attr eq_attr{};
+  eq_attr.wait_obj = FI_WAIT_UNSPEC;
+  if (int rc = fi_eq_open(l->domain_->fabric(), &eq_attr, &l->eq_, nullptr); rc != 0) return fabric_error(rc, "fi_eq_open");
+  if (int rc = fi_passive_ep(l->domain_->fabric(), l->info_.get(), &l->pep_, nullptr); rc != 0) {
+    return fabric_error(rc, "fi_passive_ep");
+  }
+  if (int rc = fi_pep_bind(l->pep_, &l->eq_->fid, 0); rc != 0) return fabric_error(rc, "fi_pep_bind");
+  if (int rc = fi_listen(l->pep_); rc != 0) {
+    return fabric_error(rc, "listen on " + (host.empty() ? std::string("*") : host) + ":" + std::to_string(port));
+  }
+  return l;
+}
+
+Listener::~Listener() {
+  close_fid(pep_ ? &pep_->fid : nullptr);
+  close_fid(eq_ ? &eq_->fid : nullptr);
+}
+
+std::uint16_t Listener::port() const {
+  sockaddr_storage ss{};
+  std::size_t len = sizeof ss;
+  if (fi_getname(&pep_->fid, &ss, &len) != 0) return 0;
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+Result<std::optional<ConnectRequest>> Listener::wait_request(int timeout_ms) {
+  auto ev = read_cm_event(eq_, timeout_ms, "listen");
+  if (!ev) return ev.error();
+  if (!*ev) return std::optional<ConnectRequest>{};
+  if ((*ev)->event != FI_CONNREQ) return std::optional<ConnectRequest>{};
+  ConnectRequest req;
+  req.info = Info((*ev)->entry()->info);
+  auto data = (*ev)->data();
+  req.private_data.assign(data.begin(), data.end());
+  return std::optional<ConnectRequest>{std::move(req)};
+}
+
+void Listener::reject(const ConnectRequest& req) { fi_reject(pep_, req.info->handle, nullptr, 0); }
+
+}  // namespace nfsrdma::fabric

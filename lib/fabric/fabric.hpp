@@ -1,0 +1,195 @@
+// RAII over libfabric, one class per object (as libfabric's own tcp provider
+// and fabtests are laid out): provider selection and fi_info, the domain and
+// its memory regions, connected endpoints with their completion queue, and the
+// passive endpoint that listens.
+//
+// Every memory region is registered with FI_MR_BASIC semantics (virtual
+// addresses, provider-chosen keys) on every provider, so a segment on the wire
+// means the same thing to a verbs peer and to a tcp one: handle = 32-bit key,
+// offset = virtual address. A provider that hands out wider keys is refused.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <memory>
+#include <utility>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::fabric {
+
+Error fabric_error(int rc, const std::string& what);
+
+// "tcp", "verbs" or "sockets"; empty picks verbs when an RDMA device is
+// present, else tcp.
+Result<std::string> choose_provider(const std::string& requested);
+
+class Info {
+ public:
+  Info() = default;
+  explicit Info(fi_info* i) : info_(i) {}
+  Info(Info&& o) noexcept : info_(std::exchange(o.info_, nullptr)) {}
+  Info& operator=(Info&& o) noexcept {
+    std::swap(info_, o.info_);
+    return *this;
+  }
+  ~Info();
+  fi_info* get() const { return info_; }
+  fi_info* operator->() const { return info_; }
+
+ private:
+  fi_info* info_ = nullptr;
+};
+
+// Resolves `node`:`service` on a provider for a connected (FI_EP_MSG)
+// endpoint with messages and RMA. `passive`: the address to listen on.
+Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
+                      bool passive);
+
+// Space a provider may use in each operation's context (FI_CONTEXT/FI_CONTEXT2
+// mode): operation contexts begin with one of these.
+struct OpContext {
+  fi_context2 provider_space;
+};
+
+class Domain;
+
+class MemoryRegion {
+ public:
+  MemoryRegion() = default;
+  MemoryRegion(MemoryRegion&& o) noexcept;
+  MemoryRegion& operator=(MemoryRegion&& o) noexcept;
+  ~MemoryRegion();
+
+  std::uint8_t* data() const { return static_cast<std::uint8_t*>(addr_); }
+  std::size_t size() const { return len_; }
+  std::uint32_t key() const { return key_; }
+  void* desc() const { return desc_; }
+  // The segment offset a peer uses for `p` inside this region.
+  std::uint64_t remote_address(const void* p) const { return reinterpret_cast<std::uintptr_t>(p); }
+  bool contains(const void* p, std::size_t n) const;
+
+ private:
+  friend class Domain;
+  fid_mr* mr_ = nullptr;
+  void* addr_ = nullptr;
+  std::size_t len_ = 0;
+  std::uint32_t key_ = 0;
+  void* desc_ = nullptr;
+};
+
+class Domain {
+ public:
+  static Result<std::unique_ptr<Domain>> open(const fi_info* info);
+  ~Domain();
+
+  // Registers caller memory. `remote_access`: the peer may RDMA Read/Write it.
+  Result<MemoryRegion> register_memory(void* addr, std::size_t len, bool remote_access);
+
+  fid_fabric* fabric() const { return fabric_; }
+  fid_domain* get() const { return domain_; }
+  const fi_info* info() const { return info_.get(); }
+
+ private:
+  Domain() = default;
+  Info info_;  // our copy, with the mr_mode we asked for
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+};
+
+struct Completion {
+  void* context = nullptr;  // the OpContext* given when posting
+  std::uint64_t flags = 0;  // FI_SEND, FI_RECV, FI_READ, FI_WRITE...
+  std::size_t len = 0;      // bytes received (FI_RECV)
+  int error = 0;            // 0, or a positive fabric errno
+};
+
+// A connected endpoint with one completion queue for sends, receives and RMA,
+// and an event queue for connection management.
+class Endpoint {
+ public:
+  // Runs once the endpoint exists, before the connection is made: receives
+  // must be posted there, since the peer may send as soon as it is connected.
+  using Prepare = std::function<Result<void>(Endpoint&)>;
+
+  // Client side: connects to `info`'s destination, sending `private_data`;
+  // the server's private data comes back in `peer_private`.
+  static Result<std::unique_ptr<Endpoint>> connect(Domain& domain, const fi_info* info,
+                                                   std::span<const std::uint8_t> private_data,
+                                                   std::vector<std::uint8_t>& peer_private, int timeout_ms,
+                                                   std::size_t queue_depth, const Prepare& before_connect);
+  // Server side, from a connection request.
+  static Result<std::unique_ptr<Endpoint>> accept(Domain& domain, const fi_info* request,
+                                                  std::span<const std::uint8_t> private_data, int timeout_ms,
+                                                  std::size_t queue_depth, const Prepare& before_accept);
+  ~Endpoint();
+
+  Result<void> post_recv(OpContext* ctx, void* buf, std::size_t len, void* desc);
+  Result<void> post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc);
+  // One RMA each; the caller keeps `len` within max_rma_bytes().
+  Result<void> post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
+                         std::uint32_t key);
+  Result<void> post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
+                          std::uint64_t remote_addr, std::uint32_t key);
+
+  // Reaps up to out.size() completions, waiting up to `timeout_ms` (0: don't
+  // wait) for the first. Returns how many, or an error if the queue broke.
+  Result<std::size_t> poll(std::span<Completion> out, int timeout_ms);
+  // True once the peer has disconnected (checked without blocking).
+  bool peer_gone();
+  void shutdown();
+
+  std::size_t max_rma_bytes() const { return max_msg_; }
+  std::string peer_name() const { return peer_; }
+
+ private:
+  explicit Endpoint(Domain& d) : domain_(d) {}
+  Result<void> open(const fi_info* info, std::size_t queue_depth);
+
+  Domain& domain_;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_eq* eq_ = nullptr;
+  std::size_t max_msg_ = 0;
+  std::string peer_;
+  bool gone_ = false;
+};
+
+// A connection request waiting for accept or reject.
+struct ConnectRequest {
+  Info info;
+  std::vector<std::uint8_t> private_data;
+};
+
+class Listener {
+ public:
+  static Result<std::unique_ptr<Listener>> listen(const std::string& provider, const std::string& host,
+                                                  std::uint16_t port);
+  ~Listener();
+
+  std::uint16_t port() const;
+  Domain& domain() { return *domain_; }
+  // Waits up to `timeout_ms` for a connection request; an empty result on timeout.
+  Result<std::optional<ConnectRequest>> wait_request(int timeout_ms);
+  void reject(const ConnectRequest& req);
+
+ private:
+  Listener() = default;
+  Info info_;
+  std::unique_ptr<Domain> domain_;
+  fid_eq* eq_ = nullptr;
+  fid_pep* pep_ = nullptr;
+};
+
+}  // namespace nfsrdma::fabric
