@@ -29,7 +29,7 @@ sleep 0.5
 ip netns exec "$NS" ganesha.nfsd -F -L "$WORK/ganesha.log" -f "$WORK/ganesha.conf" -p "$WORK/ganesha.pid" &
 GANESHA=$!
 ip netns exec "$NS" "$SERVER" --export "$WORK/ours 127.0.0.1(rw,no_root_squash)" --port 12049 --mount-port 12048 --no-register \
-  --state-dir "$WORK/state" --log-level warn &
+  --state-dir "$WORK/state" --log-level warn --no-rdma &
 OURS=$!
 for port in 2049 12049; do
   for _ in $(seq 200); do in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.05; done

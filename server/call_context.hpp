@@ -10,6 +10,7 @@ struct CallContext {
   const rpc::Peer& peer;
   Credentials caller;      // from AUTH_SYS, before squashing
   bool anonymous = false;  // AUTH_NONE
+  bool secure = false;     // see rpc::IncomingCall::secure
 };
 
 }  // namespace nfsrdma::server

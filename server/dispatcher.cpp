@@ -62,7 +62,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     return send();
   }
 
-  CallContext ctx{peer, {}, false};
+  CallContext ctx{peer, {}, false, call.secure};
   if (h->cred.flavor == rpc::AuthFlavor::sys) {
     auto sys = rpc::decode_auth_sys(h->cred.body);
     if (!sys) {

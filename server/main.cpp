@@ -25,6 +25,13 @@ int main(int argc, char** argv) {
   app.add_option("--bind", cfg.bind_address, "Address to listen on (default: all)");
   app.add_option("--port", cfg.nfs_port, "NFS TCP port")->capture_default_str();
   app.add_option("--mount-port", cfg.mount_port, "MOUNT TCP port")->capture_default_str();
+  bool no_rdma = false;
+  app.add_option("--rdma-port", cfg.rdma_options.port, "NFS over RPC-RDMA port")->capture_default_str();
+  app.add_option("--provider", cfg.rdma_options.provider,
+                 "libfabric provider for RPC-RDMA: tcp, verbs or sockets (default: verbs if present, else tcp)");
+  app.add_option("--credits", cfg.rdma_options.credits, "RPC-RDMA credits granted per connection")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  app.add_flag("--no-rdma", no_rdma, "Serve TCP only");
   app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
   app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();
   bool no_register = false;
@@ -40,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   cfg.register_rpcbind = !no_register;
+  cfg.rdma = !no_rdma;
   if (verbose) log_level = "debug";
   if (!init_logging(log_level)) {
     std::fprintf(stderr, "nfsrdma-server: unknown log level '%s'\n", log_level.c_str());

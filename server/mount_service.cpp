@@ -58,7 +58,7 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     r.status = MNT3ERR_ACCES;
     return r;
   }
-  if (opts->secure && port_of(ctx.peer.addr) >= 1024) {
+  if (opts->secure && !ctx.secure) {
     spdlog::info("mount: refused {} to {}: insecure source port (export is 'secure')", path, ctx.peer.describe());
     r.status = MNT3ERR_PERM;
     return r;

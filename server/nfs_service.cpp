@@ -74,7 +74,7 @@ nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need
     spdlog::info("nfs: {} is not allowed to use export {}", ctx.peer.describe(), out.ex->entry.path);
     return NFS3ERR_ACCES;
   }
-  if (out.opts->secure && port_of(ctx.peer.addr) >= 1024) {
+  if (out.opts->secure && !ctx.secure) {
     spdlog::info("nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
                  out.ex->entry.path);
     return NFS3ERR_PERM;

@@ -56,6 +56,23 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   } else if (config.register_rpcbind && register_with_rpcbind(maps, true)) {
     s->registered_ = maps;
   }
+  if (config.rdma) {
+    rdma::RdmaServerOptions ro = config.rdma_options;
+    if (ro.host.empty()) ro.host = config.bind_address;
+    ro.payload_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
+    auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
+      pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
+    });
+    if (r) {
+      s->rdma_ = std::move(*r);
+      spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
+                   s->rdma_->provider(), ro.credits);
+    } else if (!config.rdma_options.provider.empty()) {
+      return r.error();
+    } else {
+      spdlog::warn("RPC-over-RDMA not available ({}); serving TCP only", r.error().describe());
+    }
+  }
   for (const auto& ex : s->exports_.all()) {
     spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry.path, ex->id, ex->entry.clients.size(),
                  ex->entry.clients.size() == 1 ? "y" : "ies");
@@ -70,6 +87,7 @@ void Server::run() { tcp_->run(); }
 void Server::shutdown() {
   spdlog::info("shutting down: finishing calls in flight");
   tcp_->stop_intake();
+  if (rdma_) rdma_->stop();
   pool_->drain();
   tcp_->stop();
   if (!registered_.empty()) register_with_rpcbind(registered_, false);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/base/thread_pool.hpp"
+#include "lib/transport/rdma/rdma_server.hpp"
 #include "lib/transport/tcp/tcp_server.hpp"
 #include "server/dispatcher.hpp"
 
@@ -24,6 +25,10 @@ struct ServerConfig {
   std::size_t max_connections = 1024;
   NfsLimits limits;
   std::string state_dir = "/var/lib/nfsrdma";
+  // RPC-over-RDMA: on by default; a provider named explicitly must work, the
+  // default one may be missing (the server then serves TCP only and says so).
+  bool rdma = true;
+  rdma::RdmaServerOptions rdma_options;
 };
 
 class Server {
@@ -49,6 +54,7 @@ class Server {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<tcp::TcpServer> tcp_;
+  std::unique_ptr<rdma::RdmaServer> rdma_;
   std::vector<portmap2::mapping> registered_;
 };
 

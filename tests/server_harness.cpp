@@ -41,7 +41,7 @@ std::uint16_t free_port() {
 
 ServerProcess::ServerProcess(std::vector<std::string> exports, std::vector<std::string> extra)
     : exports_(std::move(exports)), extra_(std::move(extra)), log_(state_.path() + "/server.log"),
-      nfs_port_(free_port()), mount_port_(free_port()) {
+      nfs_port_(free_port()), mount_port_(free_port()), rdma_port_(free_port()) {
   start();
 }
 
@@ -54,7 +54,8 @@ void ServerProcess::start() {
   if (!bin) throw std::runtime_error("NFSRDMA_SERVER is not set (run through meson test)");
   std::vector<std::string> args = {bin, "--port", std::to_string(nfs_port_), "--mount-port",
                                    std::to_string(mount_port_), "--state-dir", state_.path() + "/state",
-                                   "--bind", "127.0.0.1", "--no-register", "--log-level", "debug"};
+                                   "--bind", "127.0.0.1", "--no-register", "--log-level", "debug",
+                                   "--rdma-port", std::to_string(rdma_port_), "--provider", "tcp"};
   for (const auto& e : exports_) {
     args.push_back("--export");
     args.push_back(e);

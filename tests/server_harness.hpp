@@ -41,6 +41,7 @@ class ServerProcess {
   int last_status() const { return status_; }
   std::uint16_t nfs_port() const { return nfs_port_; }
   std::uint16_t mount_port() const { return mount_port_; }
+  std::uint16_t rdma_port() const { return rdma_port_; }
   const std::string& log_path() const { return log_; }
   std::string log() const;
 
@@ -48,7 +49,7 @@ class ServerProcess {
   std::vector<std::string> exports_, extra_;
   TempDir state_;
   std::string log_;
-  std::uint16_t nfs_port_, mount_port_;
+  std::uint16_t nfs_port_, mount_port_, rdma_port_;
   pid_t pid_ = -1;
   int status_ = -1;
 };

@@ -17,10 +17,10 @@ WORK=$(mktemp -d /tmp/nfsrdma-demo-XXXXXX)
 PID=
 trap '[ -n "$PID" ] && kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-NFS_PORT=$(port); MOUNT_PORT=$(port)
+NFS_PORT=$(port); MOUNT_PORT=$(port); RDMA_PORT=$(port)
 mkdir -p "$WORK/export"
 "$SERVER" --export "$WORK/export 127.0.0.1(rw,no_root_squash)" --bind 127.0.0.1 --port "$NFS_PORT" \
-  --mount-port "$MOUNT_PORT" --no-register --state-dir "$WORK/state" >"$WORK/server.log" 2>&1 &
+  --mount-port "$MOUNT_PORT" --rdma-port "$RDMA_PORT" --no-register --state-dir "$WORK/state" >"$WORK/server.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null && break; sleep 0.05; done
 URL="nfs://127.0.0.1$WORK/export/file?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3"

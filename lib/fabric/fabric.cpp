@@ -228,6 +228,10 @@ Endpoint::~Endpoint() {
   close_fid(eq_ ? &eq_->fid : nullptr);
 }
 
+void Endpoint::wake() {
+  if (cq_) fi_cq_signal(cq_);
+}
+
 void Endpoint::shutdown() {
   if (ep_ && !gone_) fi_shutdown(ep_, 0);
   gone_ = true;
@@ -274,6 +278,13 @@ Result<std::size_t> Endpoint::poll(std::span<Completion> out, int timeout_ms) {
   if (n < 0) return fabric_error(static_cast<int>(n), "fi_cq_read");
   for (ssize_t i = 0; i < n; ++i) out[i] = {entries[i].op_context, entries[i].flags, entries[i].len, 0};
   return static_cast<std::size_t>(n);
+}
+
+bool Endpoint::peer_address(sockaddr_storage& out, socklen_t& len) const {
+  std::size_t n = sizeof out;
+  if (fi_getpeer(ep_, &out, &n) != 0) return false;
+  len = static_cast<socklen_t>(n);
+  return true;
 }
 
 bool Endpoint::peer_gone() {
@@ -337,5 +348,10 @@ Result<std::optional<ConnectRequest>> Listener::wait_request(int timeout_ms) {
 }
 
 void Listener::reject(const ConnectRequest& req) { fi_reject(pep_, req.info->handle, nullptr, 0); }
+
+void Listener::wake() {
+  fi_eq_entry entry{};
+  fi_eq_write(eq_, FI_NOTIFY, &entry, sizeof entry, 0);
+}
 
 }  // namespace nfsrdma::fabric

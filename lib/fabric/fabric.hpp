@@ -16,6 +16,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -149,8 +151,12 @@ class Endpoint {
   // True once the peer has disconnected (checked without blocking).
   bool peer_gone();
   void shutdown();
+  // Wakes a thread blocked in poll() (thread-safe).
+  void wake();
 
   std::size_t max_rma_bytes() const { return max_msg_; }
+  // The peer's address (fi_getpeer), for access control above.
+  bool peer_address(sockaddr_storage& out, socklen_t& len) const;
   std::string peer_name() const { return peer_; }
 
  private:
@@ -183,6 +189,8 @@ class Listener {
   // Waits up to `timeout_ms` for a connection request; an empty result on timeout.
   Result<std::optional<ConnectRequest>> wait_request(int timeout_ms);
   void reject(const ConnectRequest& req);
+  // Wakes a thread blocked in wait_request() (thread-safe).
+  void wake();
 
  private:
   Listener() = default;

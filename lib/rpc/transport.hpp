@@ -31,9 +31,11 @@ struct OutgoingCall {
   std::span<const std::uint8_t> message;
   std::span<const std::uint8_t> payload;
   std::span<const std::uint8_t> tail;
-  // Where the reply's DDP-eligible data may be placed directly (an RDMA Write
-  // chunk). Transports that cannot leave the data inline in the reply.
-  std::span<std::uint8_t> reply_payload;
+  // The largest reply (`reply_max_bytes`) and the largest DDP-eligible item in
+  // it (`reply_payload_max`: READ count, READLINK path), so RDMA can offer a
+  // Write chunk or a Reply chunk of the right size. 0: small, inline.
+  std::uint32_t reply_max_bytes = 0;
+  std::uint32_t reply_payload_max = 0;
 };
 
 // Runs once per call with the whole reply message (valid only during the
@@ -83,6 +85,9 @@ struct IncomingCall {
   std::vector<std::uint8_t> message;  // the whole call, XDR-encoded
   std::shared_ptr<ReplyChannel> channel;
   int listener = 0;  // the tag of the listener the call arrived on
+  // From a reserved source port (TCP), or over RDMA, which has no ports to
+  // check (Linux nfsd counts every RDMA connection as secure too).
+  bool secure = false;
 };
 
 using CallHandler = std::function<void(IncomingCall&&)>;

@@ -26,7 +26,7 @@ start_server() {
   local args=()
   for e in "$@"; do args+=(--export "$e"); done
   "$NFSRDMA_SERVER" --port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind 127.0.0.1 --no-register \
-    --state-dir "$WORK/state" "${args[@]}" >"$LOG" 2>&1 &
+    --state-dir "$WORK/state" --no-rdma "${args[@]}" >"$LOG" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null; then return 0; fi

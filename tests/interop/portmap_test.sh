@@ -17,7 +17,7 @@ echo "found through port 111" >"$EXPORT/file"
 wait_port() { for _ in $(seq 100); do in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 
 # 1. Our own PORTMAP service.
-in_ns "$NFSRDMA_SERVER" --export "$EXPORT 127.0.0.1(rw,no_root_squash)" --portmap --state-dir "$WORK/state" >"$LOG" 2>&1 &
+in_ns "$NFSRDMA_SERVER" --export "$EXPORT 127.0.0.1(rw,no_root_squash)" --portmap --no-rdma --state-dir "$WORK/state" >"$LOG" 2>&1 &
 wait_port 111 || fail "--portmap did not listen on 111"
 [ "$(in_ns nfs-cat "nfs://127.0.0.1$EXPORT/file")" = "found through port 111" ] || fail "libnfs through our portmapper"
 in_ns pkill -TERM -f nfsrdma-server || true
@@ -28,7 +28,7 @@ echo "ok: --portmap serves libnfs's GETPORT"
 command -v rpcbind >/dev/null || skip "rpcbind is not installed (step 1 passed)"
 in_ns rpcbind -w -f &
 wait_port 111 || fail "rpcbind did not start"
-in_ns "$NFSRDMA_SERVER" --export "$EXPORT 127.0.0.1(rw,no_root_squash)" --state-dir "$WORK/state" >"$LOG" 2>&1 &
+in_ns "$NFSRDMA_SERVER" --export "$EXPORT 127.0.0.1(rw,no_root_squash)" --no-rdma --state-dir "$WORK/state" >"$LOG" 2>&1 &
 wait_port 2049 || fail "server did not start"
 in_ns rpcinfo -p 127.0.0.1 >"$WORK/rpcinfo"
 grep -qE '100003 +3 +tcp +2049' "$WORK/rpcinfo" || { cat "$WORK/rpcinfo"; fail "NFS not registered"; }

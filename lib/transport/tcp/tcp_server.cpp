@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <arpa/inet.h>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -48,6 +49,12 @@ class TcpConnection final : public rpc::ReplyChannel,
   }
 
   int tag() const { return tag_; }
+  bool secure() const {
+    const auto& a = peer_.addr;
+    std::uint16_t port = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port)
+                                                 : ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+    return port < 1024;
+  }
   // Loop thread only.
   RecordReader& reader() { return reader_; }
   int fd() const { return raw_fd_; }
@@ -265,7 +272,7 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
       return;
     }
     if (*done) {
-      rpc::IncomingCall call{c->reader().take(), c, c->tag()};
+      rpc::IncomingCall call{c->reader().take(), c, c->tag(), c->secure()};
       bool more = c->begin_call();
       handler_(std::move(call));
       if (!more) return;

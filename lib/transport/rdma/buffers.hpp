@@ -1,0 +1,72 @@
+// Registered memory for one side of RPC-over-RDMA, allocated and registered
+// once (at connect or listen), never per I/O: fixed-size slots handed out by
+// index. Running out is a state to wait in, not an error (SPDK style): the
+// caller queues its work until a slot comes back.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <memory>
+#include <vector>
+
+#include "lib/fabric/fabric.hpp"
+#include "lib/rpcrdma/header.hpp"
+
+namespace nfsrdma::rdma {
+
+class SlotPool {
+ public:
+  // `count` slots of `slot_bytes`, registered in `domain`; `remote`: the peer
+  // may RDMA Read/Write them (payload pools), else local only (send/recv).
+  static Result<std::unique_ptr<SlotPool>> create(fabric::Domain& domain, std::size_t count, std::size_t slot_bytes,
+                                                   bool remote);
+
+  std::optional<std::size_t> take();  // thread-safe
+  void give(std::size_t slot);         // thread-safe
+
+  std::span<std::uint8_t> slot(std::size_t i) { return {memory_.get() + i * slot_bytes_, slot_bytes_}; }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  std::size_t count() const { return count_; }
+  std::size_t available();
+  const fabric::MemoryRegion& region() const { return mr_; }
+
+ private:
+  SlotPool() = default;
+  // Not zero-filled: a pool's pages are touched only when used (and pinned by
+  // providers that pin at registration).
+  std::unique_ptr<std::uint8_t[]> memory_;
+  fabric::MemoryRegion mr_;
+  std::size_t slot_bytes_ = 0, count_ = 0;
+  std::mutex mu_;  // guards free_
+  std::vector<std::size_t> free_;
+};
+
+// A SlotPool whose takers can wait: lease() runs `then` with a slot now, or
+// later from whichever thread gives one back. Shared by all connections.
+class PayloadPool {
+ public:
+  explicit PayloadPool(std::unique_ptr<SlotPool> pool) : pool_(std::move(pool)) {}
+  void lease(std::function<void(std::size_t)> then);
+  void give(std::size_t slot);
+  SlotPool& slots() { return *pool_; }
+
+ private:
+  std::unique_ptr<SlotPool> pool_;
+  std::mutex mu_;  // guards waiters_
+  std::deque<std::function<void(std::size_t)>> waiters_;
+};
+
+// How many RMA operations post_chunk_rma will post for `len` bytes.
+std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> segments, std::size_t max_op);
+
+// Posts the RMA operations that move `len` bytes between local memory and a
+// chunk's segments, split at each segment boundary and at the provider's
+// largest RMA. `ctx` is used for every operation; returns how many were posted.
+Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx, bool write, std::uint8_t* local,
+                                   std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments);
+
+}  // namespace nfsrdma::rdma

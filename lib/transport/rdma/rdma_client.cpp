@@ -1,0 +1,332 @@
+#include "lib/transport/rdma/rdma_client.hpp"
+
+#include <cstring>
+
+#include "lib/base/log.hpp"
+#include "lib/rpcrdma/chunk_plan.hpp"
+#include "lib/rpcrdma/private_data.hpp"
+
+namespace nfsrdma::rdma {
+
+using rpcrdma::Header;
+
+Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host, std::uint16_t port,
+                                                        RdmaClientOptions options) {
+  std::unique_ptr<RdmaClient> c(new RdmaClient);
+  c->options_ = options;
+  c->peer_ = host + ":" + std::to_string(port);
+  auto prov = fabric::choose_provider(options.provider);
+  if (!prov) return prov.error();
+  c->provider_ = *prov;
+  auto info = fabric::get_info(c->provider_, host, std::to_string(port), false);
+  if (!info) return info.error();
+  // A domain of our own: the only memory a server can reach is this connection's buffers.
+  auto domain = fabric::Domain::open(info->get());
+  if (!domain) return domain.error();
+  c->domain_ = std::move(*domain);
+  const std::uint32_t n = options.max_credits;
+  auto rp = SlotPool::create(*c->domain_, n, options.inline_bytes, false);
+  if (!rp) return rp.error();
+  c->recv_pool_ = std::move(*rp);
+  auto sp = SlotPool::create(*c->domain_, n, options.inline_bytes, false);
+  if (!sp) return sp.error();
+  c->send_pool_ = std::move(*sp);
+  auto bp = SlotPool::create(*c->domain_, options.bounce_slots, options.bounce_bytes, true);
+  if (!bp) return bp.error();
+  c->bounce_ = std::move(*bp);
+  c->recv_ctx_.resize(n);
+  c->send_ctx_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    c->recv_ctx_[i] = {{}, true, i};
+    c->send_ctx_[i] = {{}, false, i};
+  }
+  rpcrdma::ConnectPrivate mine;
+  mine.send_size = options.inline_bytes;
+  mine.recv_size = options.inline_bytes;
+  auto priv = rpcrdma::encode_private(mine);
+  std::vector<std::uint8_t> theirs;
+  RdmaClient* self = c.get();
+  auto ep = fabric::Endpoint::connect(*c->domain_, info->get(), priv, theirs, options.connect_timeout_ms, n * 2 + 64,
+                                      [self](fabric::Endpoint& e) -> Result<void> {
+                                        for (std::size_t i = 0; i < self->recv_ctx_.size(); ++i) {
+                                          auto buf = self->recv_pool_->slot(i);
+                                          if (auto r = e.post_recv(&self->recv_ctx_[i].op, buf.data(), buf.size(),
+                                                                   self->recv_pool_->region().desc());
+                                              !r) {
+                                            return r;
+                                          }
+                                        }
+                                        return {};
+                                      });
+  if (!ep) {
+    Error e = ep.error();
+    e.message = "cannot connect over RDMA (" + c->provider_ + ") to " + c->peer_ + ": " + e.message;
+    return e;
+  }
+  c->ep_ = std::move(*ep);
+  // RFC 8166 §3.3.3: without private data the peer receives 1024 bytes inline.
+  if (auto p = rpcrdma::decode_private(theirs)) {
+    c->peer_recv_inline_ = std::min(p->recv_size, options.inline_bytes);
+  } else {
+    c->peer_recv_inline_ = rpcrdma::kLegacyInline;
+  }
+  c->progress_ = std::thread([self] { self->progress_loop(); });
+  return c;
+}
+
+RdmaClient::~RdmaClient() { shutdown(); }
+
+void RdmaClient::shutdown() {
+  if (stopping_.exchange(true)) return;
+  if (ep_) ep_->wake();
+  if (progress_.joinable()) progress_.join();
+  if (ep_) ep_->shutdown();
+  fail_all(Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"});
+}
+
+std::uint32_t RdmaClient::credits() {
+  std::lock_guard lk(mu_);
+  return credits_;
+}
+
+std::uint32_t RdmaClient::max_in_flight_seen() {
+  std::lock_guard lk(mu_);
+  return max_in_flight_;
+}
+
+void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) {
+  Job job;
+  job.xid = call.xid;
+  job.message.reserve(call.message.size() + xdr::pad4(call.payload.size()) + call.tail.size());
+  job.message.assign(call.message.begin(), call.message.end());
+  job.payload_offset = static_cast<std::uint32_t>(call.message.size());
+  job.payload_bytes = static_cast<std::uint32_t>(call.payload.size());
+  job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
+  job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
+  job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
+  job.reply_max = call.reply_max_bytes;
+  job.reply_payload_max = call.reply_payload_max;
+  job.handler = std::move(on_reply);
+  std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
+  {
+    std::lock_guard lk(mu_);
+    if (broken_) {
+      failed.emplace_back(std::move(job.handler),
+                          Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"});
+    } else {
+      queued_.push_back(std::move(job));
+      pump_locked(failed);
+    }
+  }
+  for (auto& [h, e] : failed) h(e);
+}
+
+void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
+  while (!queued_.empty() && in_flight_ < credits_) {
+    if (!issue_locked(queued_.front(), failed)) return;  // out of buffers: wait for replies
+    queued_.pop_front();
+  }
+}
+
+bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
+  rpcrdma::CallShape shape{static_cast<std::uint32_t>(job.message.size()), job.payload_offset, job.payload_bytes,
+                           job.reply_max, job.reply_payload_max};
+  rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, options_.inline_bytes);
+  const std::size_t cap = bounce_->slot_bytes();
+  if (plan.read_bytes > cap || plan.write_bytes > cap || plan.reply_bytes > cap) {
+    failed.emplace_back(std::move(job.handler), Error{ErrorDomain::rpc, EMSGSIZE, Action::fail,
+                                                      "rpc: call or reply larger than the RDMA buffers"});
+    return true;
+  }
+  const std::size_t need = (plan.read_bytes ? 1 : 0) + (plan.write_bytes ? 1 : 0) + (plan.reply_bytes ? 1 : 0);
+  if (bounce_->available() < need || send_pool_->available() == 0) return false;
+  Pending p;
+  p.handler = std::move(job.handler);
+  Header h;
+  h.xid = job.xid;
+  h.credits = options_.max_credits;
+  h.proc = plan.proc;
+  auto segment_for = [&](std::optional<std::size_t>& slot, std::uint32_t bytes) {
+    slot = bounce_->take();
+    auto mem = bounce_->slot(*slot);
+    return rpcrdma::Segment{bounce_->region().key(), bytes, bounce_->region().remote_address(mem.data())};
+  };
+  std::span<const std::uint8_t> inline_a = job.message, inline_b;
+  if (plan.read_bytes) {
+    rpcrdma::Segment s = segment_for(p.read_slot, plan.read_bytes);
+    const std::uint8_t* src = job.message.data() + (plan.proc == rpcrdma::RDMA_NOMSG ? 0 : plan.read_position);
+    std::memcpy(bounce_->slot(*p.read_slot).data(), src, plan.read_bytes);
+    h.read_list.push_back({plan.read_position, s});
+    if (plan.proc == rpcrdma::RDMA_NOMSG) {
+      inline_a = {};
+    } else {
+      inline_a = std::span(job.message).first(plan.read_position);
+      inline_b = std::span(job.message).subspan(plan.read_position + xdr::pad4(plan.read_bytes));
+    }
+  }
+  if (plan.write_bytes) {
+    rpcrdma::WriteChunk w;
+    w.segments.push_back(segment_for(p.write_slot, plan.write_bytes));
+    h.write_list.push_back(w);
+  }
+  if (plan.reply_bytes) {
+    rpcrdma::WriteChunk r;
+    r.segments.push_back(segment_for(p.reply_slot, plan.reply_bytes));
+    h.reply_chunk = r;
+  }
+  std::size_t slot = *send_pool_->take();
+  auto buf = send_pool_->slot(slot);
+  std::vector<std::uint8_t> head;
+  xdr::Encoder e(head);
+  rpcrdma::encode_header(e, h);
+  const std::size_t total = head.size() + inline_a.size() + inline_b.size();
+  NFSRDMA_CHECK(total <= buf.size());
+  std::memcpy(buf.data(), head.data(), head.size());
+  if (!inline_a.empty()) std::memcpy(buf.data() + head.size(), inline_a.data(), inline_a.size());
+  if (!inline_b.empty()) std::memcpy(buf.data() + head.size() + inline_a.size(), inline_b.data(), inline_b.size());
+  pending_[job.xid] = std::move(p);
+  ++in_flight_;
+  max_in_flight_ = std::max(max_in_flight_, in_flight_);
+  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), total, send_pool_->region().desc()); !r) {
+    send_pool_->give(slot);
+    auto it = pending_.find(job.xid);
+    failed.emplace_back(std::move(it->second.handler), r.error());
+    release_locked(it->second);
+    pending_.erase(it);
+    --in_flight_;
+  }
+  return true;
+}
+
+void RdmaClient::release_locked(Pending& p) {
+  for (auto* s : {&p.read_slot, &p.write_slot, &p.reply_slot}) {
+    if (*s) bounce_->give(**s);
+    s->reset();
+  }
+}
+
+void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
+  auto bytes = recv_pool_->slot(slot).first(len);
+  rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
+  std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
+  rpc::ReplyHandler handler;
+  std::vector<std::uint8_t> reply;
+  Error error;
+  bool ok = false;
+  {
+    std::lock_guard lk(mu_);
+    auto it = d.failure == rpcrdma::DecodeFailure::too_short ? pending_.end() : pending_.find(d.header.xid);
+    if (it == pending_.end()) {
+      spdlog::info("rdma: reply from {} for unknown xid {:#x} ignored", peer_, d.header.xid);
+    } else {
+      Pending p = std::move(it->second);
+      pending_.erase(it);
+      --in_flight_;
+      handler = std::move(p.handler);
+      if (d.failure == rpcrdma::DecodeFailure::none) {
+        // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
+        credits_ = std::clamp<std::uint32_t>(d.header.credits, 1, options_.max_credits);
+      }
+      const Header& h = d.header;
+      if (d.failure != rpcrdma::DecodeFailure::none) {
+        error = Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unparseable reply header from " + peer_};
+      } else if (h.proc == rpcrdma::RDMA_ERROR) {
+        error = h.error == rpcrdma::ERR_VERS
+                    ? Error{ErrorDomain::rpc, EPROTONOSUPPORT, Action::fail,
+                            "rpcrdma: server " + peer_ + " does not speak RPC-over-RDMA version 1 (ERR_VERS " +
+                                std::to_string(h.vers_low) + "-" + std::to_string(h.vers_high) + ")"}
+                    : Error{ErrorDomain::rpc, EPROTO, Action::fail,
+                            "rpcrdma: server " + peer_ + " refused the call's chunk lists (ERR_CHUNK)"};
+      } else if (h.proc == rpcrdma::RDMA_NOMSG && h.reply_chunk && p.reply_slot) {
+        std::uint64_t n = std::min<std::uint64_t>(h.reply_chunk->length(), bounce_->slot_bytes());
+        auto src = bounce_->slot(*p.reply_slot).first(n);
+        reply.assign(src.begin(), src.end());
+        ok = true;
+      } else if (h.proc == rpcrdma::RDMA_MSG) {
+        auto body = bytes.subspan(d.header_bytes);
+        reply.assign(body.begin(), body.end());
+        std::uint64_t n = h.write_list.empty() ? 0 : h.write_list[0].length();
+        if (n > 0 && p.write_slot) {
+          // The reduced item (READ data, READLINK path) is the last item of an
+          // NFSv3 reply: it goes back after the inline part, round-up restored.
+          n = std::min<std::uint64_t>(n, bounce_->slot_bytes());
+          auto data = bounce_->slot(*p.write_slot).first(n);
+          reply.insert(reply.end(), data.begin(), data.end());
+          reply.resize(reply.size() + (xdr::pad4(n) - n), 0);
+        }
+        ok = true;
+      } else {
+        error = Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unexpected reply from " + peer_};
+      }
+      release_locked(p);
+    }
+    pump_locked(failed);
+  }
+  auto buf = recv_pool_->slot(slot);
+  if (!stopping_) {
+    if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
+      spdlog::warn("rdma: cannot repost a receive: {}", r.error().describe());
+    }
+  }
+  if (handler) {
+    if (ok) {
+      handler(std::span<const std::uint8_t>(reply));
+    } else {
+      handler(error);
+    }
+  }
+  for (auto& [h, e] : failed) h(e);
+}
+
+void RdmaClient::fail_all(const Error& e) {
+  std::vector<rpc::ReplyHandler> handlers;
+  {
+    std::lock_guard lk(mu_);
+    broken_ = true;
+    for (auto& [xid, p] : pending_) {
+      handlers.push_back(std::move(p.handler));
+      release_locked(p);
+    }
+    pending_.clear();
+    for (auto& j : queued_) handlers.push_back(std::move(j.handler));
+    queued_.clear();
+    in_flight_ = 0;
+  }
+  for (auto& h : handlers) h(e);
+}
+
+void RdmaClient::progress_loop() {
+  fabric::Completion c[32];
+  Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: RDMA connection to " + peer_ + " closed"};
+  while (!stopping_) {
+    auto n = ep_->poll(c, 200);
+    if (!n) {
+      why = n.error();
+      break;
+    }
+    bool broken = false;
+    for (std::size_t i = 0; i < *n; ++i) {
+      auto* ctx = static_cast<SlotCtx*>(c[i].context);
+      if (c[i].error) {
+        why.message = "rpc: RDMA operation to " + peer_ + " failed: " + std::strerror(c[i].error);
+        broken = true;
+        continue;
+      }
+      if (ctx->recv) {
+        on_reply(ctx->slot, c[i].len);
+      } else {
+        send_pool_->give(ctx->slot);
+        std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
+        {
+          std::lock_guard lk(mu_);
+          pump_locked(failed);
+        }
+        for (auto& [h, e] : failed) h(e);
+      }
+    }
+    if (broken || (*n == 0 && ep_->peer_gone())) break;
+  }
+  if (!stopping_) fail_all(why);
+}
+
+}  // namespace nfsrdma::rdma

@@ -1,0 +1,554 @@
+#include "lib/transport/rdma/rdma_server.hpp"
+
+#include <condition_variable>
+#include <cstring>
+
+#include "lib/base/log.hpp"
+#include "lib/rpcrdma/private_data.hpp"
+
+namespace nfsrdma::rdma {
+
+using rpcrdma::Header;
+
+namespace {
+
+enum class CtxKind : std::uint8_t { recv, send, rma };
+struct Ctx {
+  fabric::OpContext op;  // first: the provider's space, and what a completion points at
+  CtxKind kind;
+};
+struct SlotCtx : Ctx {
+  std::size_t slot = 0;
+};
+
+enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushing_reply };
+
+struct Request : Ctx {
+  std::size_t index = 0;
+  Phase phase = Phase::idle;
+  Header hdr;
+  std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
+  std::optional<std::size_t> payload_slot;
+  std::atomic<std::size_t> rma_left{0};
+  std::vector<std::uint8_t> body;  // the reply's inline part
+  std::uint32_t write_len = 0;     // bytes placed in the Write chunk
+  std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
+};
+
+// The reply with its DDP-eligible payload (and the payload's round-up) cut out.
+std::vector<std::uint8_t> without_payload(rpc::ReplyMessage& r) {
+  if (r.payload_length == 0) return std::move(r.bytes);
+  std::vector<std::uint8_t> out(r.bytes.begin(), r.bytes.begin() + static_cast<long>(r.payload_offset));
+  std::size_t after = r.payload_offset + xdr::pad4(r.payload_length);
+  if (after < r.bytes.size()) out.insert(out.end(), r.bytes.begin() + static_cast<long>(after), r.bytes.end());
+  return out;
+}
+
+}  // namespace
+
+class ServerConnection final : public std::enable_shared_from_this<ServerConnection> {
+ public:
+  explicit ServerConnection(RdmaServer& s) : server_(s), requests_(s.options_.credits) {}
+  ~ServerConnection() { join(); }
+
+  Result<void> setup(const fabric::ConnectRequest& req);
+  void start() { progress_ = std::thread([self = shared_from_this()] { self->progress_loop(); }); }
+  void close() {
+    closing_ = true;
+    if (ep_) ep_->wake();
+  }
+  bool finished() const { return finished_; }
+  void join() {
+    if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
+  }
+
+  void reply(std::size_t index, rpc::ReplyMessage&& msg);
+  void drop(std::size_t index) { release(requests_[index]); }
+  const rpc::Peer& peer() const { return peer_; }
+
+ private:
+  void progress_loop();
+  void on_recv(SlotCtx& ctx, std::size_t len);
+  void start_pull(Request& r, std::size_t payload_slot);
+  void on_rma_done(Request& r);
+  void dispatch(Request& r, std::vector<std::uint8_t>&& message);
+  void finish_reply(Request& r);
+  void send_reply(Request& r, rpcrdma::Proc proc);
+  void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
+  std::optional<std::size_t> take_send_slot(bool may_wait);
+  void post_send_slot(std::size_t slot, std::size_t len);
+  void repost_recv(std::size_t slot);
+  void release(Request& r);
+  Request* take_request();
+  void fail(Request& r, const char* why);
+
+  RdmaServer& server_;
+  std::unique_ptr<fabric::Endpoint> ep_;
+  rpc::Peer peer_;
+  std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;
+  std::unique_ptr<SlotPool> recv_pool_, send_pool_;
+  std::vector<SlotCtx> recv_ctx_, send_ctx_;
+  std::vector<Request> requests_;
+  std::mutex mu_;  // guards free_requests_ and send-slot waits
+  std::condition_variable send_cv_;
+  std::vector<std::size_t> free_requests_;
+  std::atomic<bool> closing_{false}, finished_{false};
+  std::thread progress_;
+};
+
+namespace {
+
+class RdmaReplyChannel final : public rpc::ReplyChannel {
+ public:
+  RdmaReplyChannel(std::shared_ptr<ServerConnection> c, std::size_t index) : conn_(std::move(c)), index_(index) {}
+  void send(rpc::ReplyMessage&& reply) override { conn_->reply(index_, std::move(reply)); }
+  void drop() override { conn_->drop(index_); }
+  void close() override { conn_->close(); }
+  const rpc::Peer& peer() const override { return conn_->peer(); }
+
+ private:
+  std::shared_ptr<ServerConnection> conn_;
+  std::size_t index_;
+};
+
+}  // namespace
+
+Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
+  const auto& o = server_.options_;
+  if (auto p = rpcrdma::decode_private(req.private_data)) peer_recv_inline_ = std::min(p->recv_size, o.inline_bytes);
+  fabric::Domain& domain = server_.listener_->domain();
+  auto rp = SlotPool::create(domain, o.credits, o.inline_bytes, false);
+  if (!rp) return rp.error();
+  recv_pool_ = std::move(*rp);
+  // Enough send buffers for every credit's reply plus error replies.
+  auto sp = SlotPool::create(domain, o.credits + 16, o.inline_bytes, false);
+  if (!sp) return sp.error();
+  send_pool_ = std::move(*sp);
+  recv_ctx_.resize(o.credits);
+  send_ctx_.resize(o.credits + 16);
+  for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
+  for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i};
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    requests_[i].kind = CtxKind::rma;
+    requests_[i].index = i;
+    free_requests_.push_back(i);
+  }
+  rpcrdma::ConnectPrivate mine;
+  mine.send_size = o.inline_bytes;
+  mine.recv_size = o.inline_bytes;
+  auto priv = rpcrdma::encode_private(mine);
+  auto ep = fabric::Endpoint::accept(domain, req.info.get(), priv, 5000, o.credits * 2 + 64,
+                                     [&](fabric::Endpoint& e) -> Result<void> {
+                                       for (std::size_t i = 0; i < recv_ctx_.size(); ++i) {
+                                         auto buf = recv_pool_->slot(i);
+                                         if (auto r = e.post_recv(&recv_ctx_[i].op, buf.data(), buf.size(),
+                                                                  recv_pool_->region().desc());
+                                             !r) {
+                                           return r;
+                                         }
+                                       }
+                                       return {};
+                                     });
+  if (!ep) return ep.error();
+  ep_ = std::move(*ep);
+  if (!ep_->peer_address(peer_.addr, peer_.len)) peer_.len = 0;
+  return {};
+}
+
+void ServerConnection::progress_loop() {
+  spdlog::info("rdma: connection from {}", peer_.describe());
+  fabric::Completion c[32];
+  while (!closing_ && !server_.stopping_) {
+    auto n = ep_->poll(c, 200);
+    if (!n) {
+      spdlog::warn("rdma: completion queue of {} failed: {}", peer_.describe(), n.error().describe());
+      break;
+    }
+    for (std::size_t i = 0; i < *n; ++i) {
+      auto* ctx = reinterpret_cast<Ctx*>(c[i].context);
+      if (!ctx) continue;
+      if (c[i].error) {
+        // Flushed work on a dying connection, or a peer that broke the rules.
+        if (!closing_) spdlog::info("rdma: operation for {} failed: {}", peer_.describe(), std::strerror(c[i].error));
+        closing_ = true;
+        continue;
+      }
+      switch (ctx->kind) {
+        case CtxKind::recv: on_recv(static_cast<SlotCtx&>(*ctx), c[i].len); break;
+        case CtxKind::send: {
+          send_pool_->give(static_cast<SlotCtx&>(*ctx).slot);
+          std::lock_guard lk(mu_);
+          send_cv_.notify_one();
+          break;
+        }
+        case CtxKind::rma: {
+          auto& r = static_cast<Request&>(*ctx);
+          if (r.rma_left.fetch_sub(1) == 1) on_rma_done(r);
+          break;
+        }
+      }
+    }
+    if (*n == 0 && ep_->peer_gone()) break;
+  }
+  closing_ = true;
+  {
+    std::lock_guard lk(mu_);
+    send_cv_.notify_all();
+  }
+  ep_->shutdown();
+  spdlog::info("rdma: {} disconnected", peer_.describe());
+  finished_ = true;
+}
+
+Request* ServerConnection::take_request() {
+  std::lock_guard lk(mu_);
+  if (free_requests_.empty()) return nullptr;
+  Request* r = &requests_[free_requests_.back()];
+  free_requests_.pop_back();
+  return r;
+}
+
+void ServerConnection::release(Request& r) {
+  if (r.payload_slot) server_.payload_->give(*r.payload_slot);
+  r.payload_slot.reset();
+  r.phase = Phase::idle;
+  r.body.clear();
+  std::lock_guard lk(mu_);
+  free_requests_.push_back(r.index);
+}
+
+void ServerConnection::repost_recv(std::size_t slot) {
+  if (closing_) return;
+  auto buf = recv_pool_->slot(slot);
+  if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
+    spdlog::warn("rdma: cannot repost a receive for {}: {}", peer_.describe(), r.error().describe());
+    closing_ = true;
+  }
+}
+
+void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
+  auto bytes = recv_pool_->slot(ctx.slot).first(len);
+  rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
+  const auto& lim = server_.options_;
+  if (d.failure == rpcrdma::DecodeFailure::too_short) {
+    spdlog::info("rdma: {} sent a {}-byte message, too short for a header", peer_.describe(), len);
+    return repost_recv(ctx.slot);
+  }
+  if (d.failure == rpcrdma::DecodeFailure::bad_version) {
+    spdlog::info("rdma: {} speaks RPC-over-RDMA version {}", peer_.describe(), d.header.vers);
+    send_error(d.header.xid, rpcrdma::ERR_VERS);
+    return repost_recv(ctx.slot);
+  }
+  Result<void> valid = d.failure == rpcrdma::DecodeFailure::none
+                           ? rpcrdma::validate_call(d.header, {lim.payload_bytes, lim.payload_bytes, lim.inline_bytes})
+                           : Result<void>(Error{ErrorDomain::rpc, 0, Action::fail, "unparseable transport header"});
+  if (!valid) {
+    spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), d.header.xid, valid.error().message);
+    send_error(d.header.xid, rpcrdma::ERR_CHUNK);
+    return repost_recv(ctx.slot);
+  }
+  Request* r = take_request();
+  if (!r) {
+    spdlog::warn("rdma: {} has more calls in flight than the {} credits granted; closing", peer_.describe(),
+                 lim.credits);
+    closing_ = true;
+    return;
+  }
+  r->hdr = d.header;
+  r->recv_slot = ctx.slot;
+  r->recv_len = len;
+  r->header_bytes = d.header_bytes;
+  if (r->hdr.read_list.empty()) {
+    std::vector<std::uint8_t> message(bytes.begin() + static_cast<long>(d.header_bytes), bytes.end());
+    repost_recv(ctx.slot);
+    return dispatch(*r, std::move(message));
+  }
+  r->phase = Phase::pulling;
+  auto self = shared_from_this();
+  server_.payload_->lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
+}
+
+void ServerConnection::start_pull(Request& r, std::size_t slot) {
+  r.payload_slot = slot;
+  const auto& first = r.hdr.read_list[0];
+  std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
+  SlotPool& pool = server_.payload_->slots();
+  if (len > pool.slot_bytes()) return fail(r, "Read chunk larger than a payload buffer");
+  rpcrdma::Segment segs[rpcrdma::kMaxReadSegments];
+  std::size_t n = 0;
+  for (const auto& rs : r.hdr.read_list) segs[n++] = rs.target;
+  std::span<const rpcrdma::Segment> chunk(segs, n);
+  r.rma_left = count_chunk_ops(len, chunk, ep_->max_rma_bytes());
+  auto posted = post_chunk_rma(*ep_, &r.op, false, pool.slot(slot).data(), len, pool.region().desc(), chunk);
+  if (!posted) return fail(r, "cannot post RDMA Read");
+}
+
+void ServerConnection::fail(Request& r, const char* why) {
+  spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), r.hdr.xid, why);
+  if (r.phase == Phase::pulling) repost_recv(r.recv_slot);
+  send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
+  release(r);
+}
+
+void ServerConnection::on_rma_done(Request& r) {
+  switch (r.phase) {
+    case Phase::pulling: {
+      // Rebuild the call: the inline part with the chunk's data at its position
+      // (RFC 8166 §3.4.5), the round-up restored; position zero is the whole call.
+      auto inline_part = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
+      const std::uint32_t pos = r.hdr.read_list[0].position;
+      std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, pos);
+      auto data = server_.payload_->slots().slot(*r.payload_slot).first(len);
+      std::vector<std::uint8_t> message;
+      if (r.hdr.proc == rpcrdma::RDMA_NOMSG) {
+        message.assign(data.begin(), data.end());
+      } else if (pos > inline_part.size()) {
+        return fail(r, "Read chunk position beyond the inline message");
+      } else {
+        message.reserve(inline_part.size() + xdr::pad4(len));
+        message.insert(message.end(), inline_part.begin(), inline_part.begin() + pos);
+        message.insert(message.end(), data.begin(), data.end());
+        message.resize(message.size() + (xdr::pad4(len) - len), 0);
+        message.insert(message.end(), inline_part.begin() + pos, inline_part.end());
+      }
+      repost_recv(r.recv_slot);
+      server_.payload_->give(*r.payload_slot);
+      r.payload_slot.reset();
+      return dispatch(r, std::move(message));
+    }
+    case Phase::pushing_data:
+      return finish_reply(r);
+    case Phase::pushing_reply:
+      return send_reply(r, rpcrdma::RDMA_NOMSG);
+    default:
+      NFSRDMA_CHECK(false);
+  }
+}
+
+void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message) {
+  r.phase = Phase::executing;
+  rpc::IncomingCall call;
+  call.message = std::move(message);
+  call.channel = std::make_shared<RdmaReplyChannel>(shared_from_this(), r.index);
+  call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
+  call.secure = true;
+  server_.handler_(std::move(call));
+}
+
+void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
+  Request& r = requests_[index];
+  if (closing_) return release(r);
+  r.write_len = 0;
+  r.reply_len = 0;
+  const bool has_write_chunk = !r.hdr.write_list.empty();
+  if (has_write_chunk && msg.payload_length > 0) {
+    const auto& chunk = r.hdr.write_list[0];
+    if (msg.payload_length > chunk.length()) {
+      spdlog::info("rdma: reply data of {} bytes does not fit the Write chunk of {}", msg.payload_length,
+                   chunk.length());
+      send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
+      return release(r);
+    }
+    r.write_len = static_cast<std::uint32_t>(msg.payload_length);
+    r.phase = Phase::pushing_data;
+    auto payload = std::make_shared<rpc::ReplyMessage>(std::move(msg));
+    auto self = shared_from_this();
+    server_.payload_->lease([self, &r, payload](std::size_t slot) {
+      r.payload_slot = slot;
+      SlotPool& pool = self->server_.payload_->slots();
+      std::memcpy(pool.slot(slot).data(), payload->bytes.data() + payload->payload_offset, payload->payload_length);
+      r.body = without_payload(*payload);
+      std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(),
+                                             r.hdr.write_list[0].segments.size());
+      r.rma_left = count_chunk_ops(r.write_len, segs, self->ep_->max_rma_bytes());
+      if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.write_len, pool.region().desc(), segs)) {
+        self->fail(r, "cannot post RDMA Write");
+      }
+    });
+    return;
+  }
+  // No data to place (or no Write chunk offered): the reply travels whole.
+  r.body = std::move(msg.bytes);
+  finish_reply(r);
+}
+
+void ServerConnection::finish_reply(Request& r) {
+  if (r.payload_slot) {
+    server_.payload_->give(*r.payload_slot);
+    r.payload_slot.reset();
+  }
+  // Our header is at most this long: fixed words plus the echoed Write chunk.
+  const std::size_t header_max = rpcrdma::kMinHeaderBytes + 8 + r.hdr.write_list.size() * (8 + 16 * rpcrdma::kMaxChunkSegments);
+  if (header_max + r.body.size() <= peer_recv_inline_) return send_reply(r, rpcrdma::RDMA_MSG);
+  if (!r.hdr.reply_chunk || r.body.size() > r.hdr.reply_chunk->length()) {
+    spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: a {}-byte reply needs a {}", peer_.describe(), r.hdr.xid,
+                 r.body.size(), r.hdr.reply_chunk ? "larger Reply chunk" : "Reply chunk");
+    send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
+    return release(r);
+  }
+  r.phase = Phase::pushing_reply;
+  r.reply_len = static_cast<std::uint32_t>(r.body.size());
+  auto self = shared_from_this();
+  server_.payload_->lease([self, &r](std::size_t slot) {
+    r.payload_slot = slot;
+    SlotPool& pool = self->server_.payload_->slots();
+    if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
+    std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
+    std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
+    r.rma_left = count_chunk_ops(r.reply_len, segs, self->ep_->max_rma_bytes());
+    if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.reply_len, pool.region().desc(), segs)) {
+      self->fail(r, "cannot post RDMA Write");
+    }
+  });
+}
+
+// Returns a chunk with its segment lengths cut to the `used` bytes (RFC 8166 §3.4.6).
+static rpcrdma::WriteChunk used_part(const rpcrdma::WriteChunk& c, std::uint32_t used) {
+  rpcrdma::WriteChunk out;
+  for (auto s : c.segments) {
+    s.length = std::min(s.length, used);
+    used -= s.length;
+    out.segments.push_back(s);
+  }
+  return out;
+}
+
+void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
+  if (r.payload_slot) {
+    server_.payload_->give(*r.payload_slot);
+    r.payload_slot.reset();
+  }
+  Header h;
+  h.xid = r.hdr.xid;
+  h.credits = server_.options_.credits;
+  h.proc = proc;
+  if (!r.hdr.write_list.empty()) h.write_list.push_back(used_part(r.hdr.write_list[0], r.write_len));
+  if (proc == rpcrdma::RDMA_NOMSG) h.reply_chunk = used_part(*r.hdr.reply_chunk, r.reply_len);
+  auto slot = take_send_slot(true);
+  if (!slot) return release(r);
+  std::vector<std::uint8_t> head;
+  xdr::Encoder e(head);
+  rpcrdma::encode_header(e, h);
+  auto buf = send_pool_->slot(*slot);
+  std::size_t body = proc == rpcrdma::RDMA_MSG ? r.body.size() : 0;
+  NFSRDMA_CHECK(head.size() + body <= buf.size());
+  std::memcpy(buf.data(), head.data(), head.size());
+  if (body) std::memcpy(buf.data() + head.size(), r.body.data(), body);
+  release(r);
+  post_send_slot(*slot, head.size() + body);
+}
+
+void ServerConnection::send_error(std::uint32_t xid, rpcrdma::ErrorCode code) {
+  auto slot = take_send_slot(false);
+  if (!slot) return;  // out of buffers for errors: the client times out instead
+  Header h;
+  h.xid = xid;
+  h.credits = server_.options_.credits;
+  h.proc = rpcrdma::RDMA_ERROR;
+  h.error = code;
+  std::vector<std::uint8_t> head;
+  xdr::Encoder e(head);
+  rpcrdma::encode_header(e, h);
+  std::memcpy(send_pool_->slot(*slot).data(), head.data(), head.size());
+  post_send_slot(*slot, head.size());
+}
+
+std::optional<std::size_t> ServerConnection::take_send_slot(bool may_wait) {
+  // Error replies may not use the last `credits` buffers: those are the
+  // replies' own, so a reply can always be sent.
+  if (!may_wait && send_pool_->available() <= server_.options_.credits) return std::nullopt;
+  for (;;) {
+    if (auto s = send_pool_->take()) return s;
+    if (!may_wait || closing_) return std::nullopt;
+    std::unique_lock lk(mu_);
+    send_cv_.wait_for(lk, std::chrono::milliseconds(100));
+  }
+}
+
+void ServerConnection::post_send_slot(std::size_t slot, std::size_t len) {
+  auto buf = send_pool_->slot(slot);
+  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), len, send_pool_->region().desc()); !r) {
+    spdlog::info("rdma: send to {} failed: {}", peer_.describe(), r.error().describe());
+    send_pool_->give(slot);
+    closing_ = true;
+  }
+}
+
+Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& options, rpc::CallHandler handler) {
+  std::unique_ptr<RdmaServer> s(new RdmaServer);
+  s->options_ = options;
+  s->handler_ = std::move(handler);
+  auto prov = fabric::choose_provider(options.provider);
+  if (!prov) return prov.error();
+  s->provider_ = *prov;
+  auto l = fabric::Listener::listen(s->provider_, options.host, options.port);
+  if (!l) return l.error();
+  s->listener_ = std::move(*l);
+  s->port_ = s->listener_->port();
+  auto pool = SlotPool::create(s->listener_->domain(), options.payload_slots, options.payload_bytes, true);
+  if (!pool) return pool.error();
+  s->payload_ = std::make_unique<PayloadPool>(std::move(*pool));
+  s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
+  return s;
+}
+
+RdmaServer::~RdmaServer() { stop(); }
+
+void RdmaServer::stop() {
+  if (stopping_.exchange(true)) return;
+  if (listener_) listener_->wake();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::list<std::shared_ptr<ServerConnection>> conns;
+  {
+    std::lock_guard lk(mu_);
+    conns.swap(connections_);
+  }
+  for (auto& c : conns) {
+    c->close();
+    c->join();
+  }
+}
+
+std::size_t RdmaServer::connection_count() {
+  std::lock_guard lk(mu_);
+  return connections_.size();
+}
+
+void RdmaServer::reap() {
+  std::lock_guard lk(mu_);
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->finished()) {
+      (*it)->join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void RdmaServer::accept_loop() {
+  while (!stopping_) {
+    auto req = listener_->wait_request(200);
+    reap();
+    if (!req) {
+      spdlog::warn("rdma: listening failed: {}", req.error().describe());
+      continue;
+    }
+    if (!*req) continue;
+    if (connection_count() >= options_.max_connections) {
+      spdlog::warn("rdma: refusing a connection: at the limit of {} connections", options_.max_connections);
+      listener_->reject(**req);
+      continue;
+    }
+    auto conn = std::make_shared<ServerConnection>(*this);
+    if (auto r = conn->setup(**req); !r) {
+      spdlog::warn("rdma: accepting a connection failed: {}", r.error().describe());
+      continue;
+    }
+    conn->start();
+    std::lock_guard lk(mu_);
+    connections_.push_back(std::move(conn));
+  }
+}
+
+}  // namespace nfsrdma::rdma

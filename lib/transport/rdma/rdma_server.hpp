@@ -1,0 +1,74 @@
+// The server side of RPC-over-RDMA v1 (RFC 8166) over libfabric: accepts
+// connections, keeps a posted receive for every credit it grants, pulls Read
+// chunks with RDMA Read, hands whole RPC calls to the same CallHandler the TCP
+// transport feeds, and returns replies inline, through the client's Write
+// chunk (RDMA Write, then the Send) or through its Reply chunk.
+//
+// Theory of operation, per call (one Request, one of `credits` per connection):
+//   received -> [pulling: RDMA Reads of the Read chunk] -> executing (the
+//   handler's worker) -> [pushing: RDMA Writes into the Write or Reply chunk]
+//   -> sent. RMA completions move a request on from the connection's progress
+//   thread; replies start on the worker that executed the call. Running out of
+//   payload buffers is a wait (PayloadPool), not an error. The Send of a reply
+//   is posted only after its RDMA Writes completed, so the data is in place
+//   before the client sees the reply on every provider.
+// Bad input: a wrong version gets RDMA_ERROR/ERR_VERS, an unparseable or
+// invalid header ERR_CHUNK (echoing the xid); more calls in flight than the
+// credits granted closes the connection. Never a truncated reply.
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "lib/rpc/transport.hpp"
+#include "lib/transport/rdma/buffers.hpp"
+
+namespace nfsrdma::rdma {
+
+struct RdmaServerOptions {
+  std::string provider;  // empty: verbs if present, else tcp
+  std::string host;      // empty: every address
+  std::uint16_t port = 20049;
+  std::uint32_t credits = 128;
+  std::uint32_t inline_bytes = 4096;        // largest message we receive (and offer to send) inline
+  std::size_t payload_slots = 64;           // server-wide registered payload buffers
+  std::size_t payload_bytes = (1u << 20) + 64 * 1024;
+  std::size_t max_connections = 1024;
+};
+
+class ServerConnection;
+
+class RdmaServer {
+ public:
+  static Result<std::unique_ptr<RdmaServer>> start(const RdmaServerOptions& options, rpc::CallHandler handler);
+  ~RdmaServer();
+
+  std::uint16_t port() const { return port_; }
+  const std::string& provider() const { return provider_; }
+  std::size_t connection_count();
+  // Stops accepting and closes every connection; calls still executing reply into the void.
+  void stop();
+
+ private:
+  friend class ServerConnection;
+  RdmaServer() = default;
+  void accept_loop();
+  void reap();
+
+  RdmaServerOptions options_;
+  rpc::CallHandler handler_;
+  std::string provider_;
+  std::uint16_t port_ = 0;
+  std::unique_ptr<fabric::Listener> listener_;
+  std::unique_ptr<PayloadPool> payload_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mu_;  // guards connections_
+  std::list<std::shared_ptr<ServerConnection>> connections_;
+};
+
+}  // namespace nfsrdma::rdma
