@@ -1,0 +1,268 @@
+#include "client/core/nfs_client.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "client/core/mount_client.hpp"
+#include "lib/base/log.hpp"
+#include "lib/rpc/sync_call.hpp"
+#include "lib/transport/rdma/rdma_client.hpp"
+#include "lib/transport/tcp/tcp_client.hpp"
+
+namespace nfsrdma::client {
+
+using namespace nfs3;
+
+Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& options) {
+  std::unique_ptr<NfsClient> c(new NfsClient(options));
+  char host[256] = "nfsrdma";
+  ::gethostname(host, sizeof host - 1);
+  c->machine_ = host;
+  rpc::AuthSys cred;
+  cred.machinename = c->machine_;
+  cred.uid = options.uid;
+  cred.gid = options.gid;
+  auto root = mount_export(options.host, options.mount_port, options.export_path, cred);
+  if (!root) return root.error();
+  c->root_ = *root;
+  if (options.port != 0) {
+    c->nfs_port_ = options.port;
+  } else if (options.proto == Proto::rdma) {
+    c->nfs_port_ = 20049;  // RFC 5666 §9.1: the registered NFS/RDMA port
+  } else {
+    auto p = portmap_getport(options.host, kProgram, kVersion);
+    c->nfs_port_ = p ? *p : 2049;
+  }
+  auto t = c->make_transport();
+  if (!t) return t.error();
+  c->transport_ = std::move(*t);
+  c->maintenance_ = std::thread([p = c.get()] { p->maintenance_loop(); });
+  return c;
+}
+
+NfsClient::~NfsClient() {
+  stopping_ = true;
+  cv_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
+  std::shared_ptr<rpc::ClientTransport> t;
+  std::map<std::uint32_t, Pending> left;
+  {
+    std::lock_guard lk(mu_);
+    t = std::move(transport_);
+    left.swap(pending_);
+  }
+  if (t) t->shutdown();
+  for (auto& [xid, p] : left) p.done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+}
+
+Result<std::unique_ptr<rpc::ClientTransport>> NfsClient::make_transport() {
+  if (options_.proto == Proto::rdma) {
+    rdma::RdmaClientOptions o;
+    o.provider = options_.provider;
+    o.max_credits = options_.credits;
+    auto c = rdma::RdmaClient::connect(options_.host, nfs_port_, o);
+    if (!c) return c.error();
+    return std::unique_ptr<rpc::ClientTransport>(std::move(*c));
+  }
+  auto c = tcp::TcpClient::connect(options_.host, nfs_port_);
+  if (!c) return c.error();
+  return std::unique_ptr<rpc::ClientTransport>(std::move(*c));
+}
+
+void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, std::vector<std::uint8_t> payload, Sizes sizes,
+                     const Identity* as, RawDone done) {
+  std::uint32_t xid = rpc::next_xid();
+  Pending p;
+  rpc::AuthSys cred;
+  cred.machinename = machine_;
+  cred.uid = as ? as->uid : options_.uid;
+  cred.gid = as ? as->gid : options_.gid;
+  if (as) {
+    cred.ngids = static_cast<std::uint32_t>(std::min<std::size_t>(as->groups.size(), rpc::kMaxAuthSysGroups));
+    std::copy_n(as->groups.begin(), cred.ngids, cred.gids.begin());
+  }
+  std::vector<std::uint8_t> message;
+  xdr::Encoder e(message);
+  rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), cred);
+  message.insert(message.end(), args.begin(), args.end());
+  p.message = std::make_shared<const std::vector<std::uint8_t>>(std::move(message));
+  p.payload = std::make_shared<const std::vector<std::uint8_t>>(std::move(payload));
+  p.sizes = sizes;
+  p.done = std::move(done);
+  std::optional<Outgoing> out;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) {
+      auto d = std::move(p.done);
+      return d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+    }
+    out = prepare_locked(xid, pending_[xid] = std::move(p));
+  }
+  if (out) transmit(*out);
+}
+
+std::optional<NfsClient::Outgoing> NfsClient::prepare_locked(std::uint32_t xid, Pending& p) {
+  p.generation = generation_;
+  p.sent_at = std::chrono::steady_clock::now();
+  if (!transport_ || reconnect_wanted_) return std::nullopt;  // sent again after the reconnect
+  return Outgoing{xid, generation_, p.message, p.payload, p.sizes, transport_};
+}
+
+void NfsClient::transmit(const Outgoing& o) {
+  rpc::OutgoingCall call;
+  call.xid = o.xid;
+  call.message = *o.message;
+  call.payload = *o.payload;
+  call.reply_max_bytes = o.sizes.reply_max;
+  call.reply_payload_max = o.sizes.reply_payload_max;
+  std::uint32_t xid = o.xid;
+  std::uint64_t gen = o.generation;
+  o.transport->call(call, [this, xid, gen](Result<std::span<const std::uint8_t>> reply) {
+    on_reply(xid, gen, std::move(reply));
+  });
+}
+
+void NfsClient::on_reply(std::uint32_t xid, std::uint64_t generation, Result<std::span<const std::uint8_t>> reply) {
+  RawDone done;
+  {
+    std::lock_guard lk(mu_);
+    auto it = pending_.find(xid);
+    if (it == pending_.end() || it->second.generation != generation) return;  // answered, or resent since
+    if (!reply && reply.error().action != Action::fail) {
+      // The connection broke under this call: keep it and reconnect.
+      if (!reconnect_wanted_) {
+        spdlog::info("nfs: connection to {} lost ({}); reconnecting", options_.host, reply.error().describe());
+      }
+      reconnect_wanted_ = true;
+      cv_.notify_all();
+      return;
+    }
+    done = std::move(it->second.done);
+    pending_.erase(it);
+  }
+  if (!reply) return done(reply.error());
+  xdr::Decoder d(*reply);
+  if (auto r = rpc::check_reply(d, xid); !r) return done(r.error());
+  done(d.rest());
+}
+
+void NfsClient::maintenance_loop() {
+  const auto timeo = std::chrono::milliseconds(options_.timeo_ds * 100);
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(100));
+    if (stopping_) break;
+    // Timeouts: RDMA has no keep-alive, so a call with no answer forces a reconnect.
+    auto now = std::chrono::steady_clock::now();
+    std::vector<RawDone> expired;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      if (!reconnect_wanted_ && now - p.sent_at > timeo) {
+        if (!options_.hard && ++p.timeouts > options_.retrans) {
+          expired.push_back(std::move(p.done));
+          it = pending_.erase(it);
+          continue;
+        }
+        spdlog::info("nfs: server {} not responding, reconnecting", options_.host);
+        reconnect_wanted_ = true;
+      }
+      ++it;
+    }
+    if (!expired.empty()) {
+      lk.unlock();
+      for (auto& d : expired) d(Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "nfs: server " + options_.host + " timed out"});
+      lk.lock();
+    }
+    if (!reconnect_wanted_) continue;
+    // ORDER: a new generation first, so failures from the old transport are ignored.
+    ++generation_;
+    std::shared_ptr<rpc::ClientTransport> old = std::move(transport_);
+    lk.unlock();
+    if (old) old->shutdown();
+    Result<std::unique_ptr<rpc::ClientTransport>> fresh = make_transport();
+    for (int attempt = 1; !fresh && !stopping_; ++attempt) {
+      if (attempt == 1 || attempt % 20 == 0) {
+        spdlog::warn("nfs: reconnecting to {}: {}", options_.host, fresh.error().describe());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100 * attempt, 1000)));
+      fresh = make_transport();
+      // A soft mount gives up on calls that have waited too long meanwhile.
+      if (!options_.hard) {
+        std::vector<RawDone> give_up;
+        {
+          std::lock_guard glk(mu_);
+          auto t = std::chrono::steady_clock::now();
+          for (auto it = pending_.begin(); it != pending_.end();) {
+            if (t - it->second.sent_at > timeo * (options_.retrans + 1)) {
+              give_up.push_back(std::move(it->second.done));
+              it = pending_.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
+        for (auto& d : give_up) d(Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "nfs: server " + options_.host + " timed out"});
+      }
+    }
+    lk.lock();
+    if (stopping_ || !fresh) break;
+    transport_ = std::move(*fresh);
+    reconnect_wanted_ = false;
+    ++reconnects_;
+    spdlog::info("nfs: reconnected to {}; resending {} calls", options_.host, pending_.size());
+    std::vector<Outgoing> again;
+    for (auto& [xid, p] : pending_) {
+      if (auto o = prepare_locked(xid, p)) again.push_back(std::move(*o));
+    }
+    lk.unlock();
+    for (const auto& o : again) transmit(o);
+    lk.lock();
+  }
+}
+
+void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3res>)> done, const Identity* as) {
+  // The arguments up to and including the data's length; the data goes separately.
+  std::vector<std::uint8_t> head;
+  xdr::Encoder e(head);
+  codec(e, const_cast<nfs_fh3&>(args.file));
+  e.u64(args.offset);
+  e.u32(args.count);
+  e.enumeration(args.stable);
+  e.u32(static_cast<std::uint32_t>(args.data.size()));
+  std::vector<std::uint8_t> payload(args.data.begin(), args.data.end());
+  send(Proc::WRITE, std::move(head), std::move(payload), {}, as, [done = std::move(done)](auto reply) {
+    if (!reply) return done(reply.error());
+    WRITE3res res;
+    if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
+    done(std::move(res));
+  });
+}
+
+Result<std::uint32_t> NfsClient::read_sync(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> out,
+                                           bool* eof) {
+  auto box = std::make_shared<SyncBox<std::pair<std::uint32_t, bool>>>();
+  call<READ3res>(Proc::READ, READ3args{fh, offset, static_cast<std::uint32_t>(out.size())},
+                 [box, out](Result<READ3res> r) {
+                   if (!r) return box->set(r.error());
+                   if (r->status != NFS3_OK) {
+                     return box->set(Error{ErrorDomain::rpc, static_cast<int>(r->status), Action::fail,
+                                           std::string("READ: ") + nfsstat3_name(r->status)});
+                   }
+                   std::size_t n = std::min(r->data.size(), out.size());
+                   std::memcpy(out.data(), r->data.data(), n);
+                   box->set(std::pair<std::uint32_t, bool>{static_cast<std::uint32_t>(n), r->eof});
+                 });
+  auto r = box->get();
+  if (!r) return r.error();
+  if (eof) *eof = r->second;
+  return r->first;
+}
+
+Result<WRITE3res> NfsClient::write_sync(const WRITE3args& args) {
+  auto box = std::make_shared<SyncBox<WRITE3res>>();
+  write(args, [box](Result<WRITE3res> r) { box->set(std::move(r)); });
+  return box->get();
+}
+
+}  // namespace nfsrdma::client

@@ -1,0 +1,178 @@
+// An asynchronous NFSv3 client over either transport, shared by the FUSE client
+// and the fio engine: every procedure is call<Res>(proc, args, done), with the
+// transfer sizes RPC-over-RDMA needs worked out from the procedure.
+//
+// Theory of operation: each call is kept (encoded, with its xid) until its
+// reply arrives. A transport that fails, or a call older than `timeo`, makes
+// the maintenance thread reconnect (RDMA has no keep-alive: a timeout is the
+// only sign of a dead peer) and send every pending call again with its xid
+// unchanged, so the server's duplicate request cache answers retransmissions
+// of non-idempotent calls. hard (default): calls wait through outages; soft:
+// a call fails with ETIMEDOUT after `retrans` timeouts. Callbacks run on a
+// transport thread; spans in a result (READ data) live only during the callback.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "lib/nfs3/nfs3_procs.hpp"
+#include "lib/rpc/rpc.hpp"
+#include "lib/rpc/transport.hpp"
+
+namespace nfsrdma::client {
+
+enum class Proto : std::uint8_t { rdma, tcp };
+
+struct NfsClientOptions {
+  std::string host;
+  std::string export_path;
+  Proto proto = Proto::rdma;
+  std::uint16_t port = 0;        // 0: 20049 for rdma; for tcp the portmapper's answer, else 2049
+  std::uint16_t mount_port = 0;  // 0: ask the portmapper
+  std::string provider;          // libfabric provider for rdma
+  std::uint32_t credits = 128;   // most RDMA calls in flight we accept
+  int timeo_ds = 600;            // mount.nfs units: tenths of a second
+  int retrans = 2;
+  bool hard = true;
+  std::uint32_t uid = 0, gid = 0;  // AUTH_SYS identity unless a call gives its own
+};
+
+struct Identity {
+  std::uint32_t uid = 0, gid = 0;
+  std::vector<std::uint32_t> groups;  // at most 16 are sent
+};
+
+class NfsClient {
+ public:
+  // Mounts (MOUNT over TCP), then connects the NFS transport.
+  static Result<std::unique_ptr<NfsClient>> connect(const NfsClientOptions& options);
+  ~NfsClient();
+
+  const nfs3::nfs_fh3& root() const { return root_; }
+  const NfsClientOptions& options() const { return options_; }
+  std::uint64_t reconnects() const { return reconnects_; }
+
+  using RawDone = std::function<void(Result<std::span<const std::uint8_t>>)>;
+
+  template <class Res, class Args>
+  void call(nfs3::Proc proc, const Args& args, std::function<void(Result<Res>)> done,
+            const Identity* as = nullptr) {
+    std::vector<std::uint8_t> a;
+    xdr::encode(a, args);
+    send(proc, std::move(a), {}, sizes_for(proc, args), as, [done = std::move(done)](auto reply) {
+      if (!reply) return done(reply.error());
+      Res res;
+      if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
+      done(std::move(res));
+    });
+  }
+
+  // WRITE with its data passed as the DDP-eligible payload (a Read chunk over RDMA).
+  void write(const nfs3::WRITE3args& args, std::function<void(Result<nfs3::WRITE3res>)> done,
+             const Identity* as = nullptr);
+
+  // Synchronous wrappers that wait on the asynchronous calls (libnfs style).
+  template <class Res, class Args>
+  Result<Res> call_sync(nfs3::Proc proc, const Args& args, const Identity* as = nullptr) {
+    auto box = std::make_shared<SyncBox<Res>>();
+    call<Res>(proc, args, [box](Result<Res> r) { box->set(std::move(r)); }, as);
+    return box->get();
+  }
+  // READ into `out`; returns the bytes read (eof when fewer than asked).
+  Result<std::uint32_t> read_sync(const nfs3::nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> out,
+                                  bool* eof = nullptr);
+  Result<nfs3::WRITE3res> write_sync(const nfs3::WRITE3args& args);
+
+ private:
+  struct Sizes {
+    std::uint32_t reply_max = 0, reply_payload_max = 0;
+  };
+  using Bytes = std::shared_ptr<const std::vector<std::uint8_t>>;
+  struct Pending {
+    Bytes message;  // the whole call: header, args up to the payload
+    Bytes payload;  // DDP-eligible WRITE data (may be empty)
+    Sizes sizes;
+    RawDone done;
+    std::uint64_t generation = 0;
+    std::chrono::steady_clock::time_point sent_at;
+    int timeouts = 0;
+  };
+  template <class Res>
+  struct SyncBox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<Res>> value;
+    void set(Result<Res> r) {
+      std::lock_guard lk(mu);
+      value.emplace(std::move(r));
+      cv.notify_all();
+    }
+    Result<Res> get() {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return value.has_value(); });
+      return std::move(*value);
+    }
+  };
+
+  explicit NfsClient(const NfsClientOptions& o) : options_(o) {}
+  template <class Args>
+  static Sizes sizes_for(nfs3::Proc proc, const Args& args);
+  void send(nfs3::Proc proc, std::vector<std::uint8_t> args, std::vector<std::uint8_t> payload, Sizes sizes,
+            const Identity* as, RawDone done);
+  // A call ready to go out; built under mu_, sent after it is released, since
+  // a transport may run the reply callback from inside call().
+  struct Outgoing {
+    std::uint32_t xid;
+    std::uint64_t generation;
+    Bytes message, payload;
+    Sizes sizes;
+    std::shared_ptr<rpc::ClientTransport> transport;
+  };
+  std::optional<Outgoing> prepare_locked(std::uint32_t xid, Pending& p);
+  void transmit(const Outgoing& o);
+  void on_reply(std::uint32_t xid, std::uint64_t generation, Result<std::span<const std::uint8_t>> reply);
+  Result<std::unique_ptr<rpc::ClientTransport>> make_transport();
+  void maintenance_loop();
+
+  NfsClientOptions options_;
+  nfs3::nfs_fh3 root_;
+  std::string machine_;
+  std::uint16_t nfs_port_ = 0;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::shared_ptr<rpc::ClientTransport> transport_;
+  std::uint64_t generation_ = 0;
+  bool reconnect_wanted_ = false;
+  std::map<std::uint32_t, Pending> pending_;
+  std::atomic<std::uint64_t> reconnects_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread maintenance_;
+};
+
+template <class Args>
+NfsClient::Sizes NfsClient::sizes_for(nfs3::Proc proc, const Args& args) {
+  // Reply sizes bound what RPC-over-RDMA offers (Write and Reply chunks); the
+  // slack covers the RPC reply header and the attributes before the data.
+  constexpr std::uint32_t kSlack = 1024;
+  if constexpr (std::is_same_v<Args, nfs3::READ3args>) {
+    if (proc == nfs3::Proc::READ) return {args.count + kSlack, args.count};
+  } else if constexpr (std::is_same_v<Args, nfs3::READDIR3args>) {
+    return {args.count + kSlack, 0};
+  } else if constexpr (std::is_same_v<Args, nfs3::READDIRPLUS3args>) {
+    return {args.maxcount + kSlack, 0};
+  } else if constexpr (std::is_same_v<Args, nfs3::FhArgs>) {
+    if (proc == nfs3::Proc::READLINK) return {nfs3::kMaxPath + kSlack, 0};
+  }
+  return {};
+}
+
+}  // namespace nfsrdma::client
