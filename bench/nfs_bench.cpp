@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   std::unique_lock lk(mu);
   while (Clock::now() < end) {
-    while (outstanding < depth) {
+    while (outstanding < depth && Clock::now() < end) {
       ++outstanding;
       lk.unlock();
       issue();
