@@ -80,6 +80,37 @@ TEST_P(ClientCore, WritesAndReadsFilesAndDirectories) {
   EXPECT_TRUE(rd->eof);
 }
 
+TEST_P(ClientCore, RegisteredBuffersReadAndWriteInPlace) {
+  auto c = NfsClient::connect(options(dir_.path()));
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  NfsClient& nfs = **c;
+  std::vector<std::uint8_t> region(4 << 20);
+  ASSERT_TRUE(nfs.register_memory(region).ok());
+  CREATE3args ca;
+  ca.where = {nfs.root(), "zc"};
+  auto cr = nfs.call_sync<CreateRes>(Proc::CREATE, ca);
+  ASSERT_TRUE(cr.ok() && cr->status == NFS3_OK);
+  for (std::size_t i = 0; i < (2u << 20); ++i) region[i] = static_cast<std::uint8_t>(i * 3 + (i >> 10));
+  for (std::size_t off = 0; off < (2u << 20); off += 65536) {  // 64 KiB and 1 MiB sized calls alike
+    auto w = nfs.write_sync(WRITE3args{*cr->obj, off, 65536, stable_how::FILE_SYNC, std::span(region).subspan(off, 65536)});
+    ASSERT_TRUE(w.ok() && w->status == NFS3_OK);
+  }
+  for (std::size_t off = 0; off < (2u << 20); off += 1 << 20) {
+    bool eof = false;
+    auto n = nfs.read_sync(*cr->obj, off, std::span(region).subspan((2u << 20) + off, 1 << 20), &eof);
+    ASSERT_TRUE(n.ok()) << n.error().describe();
+    EXPECT_EQ(*n, 1u << 20);
+  }
+  EXPECT_TRUE(std::equal(region.begin(), region.begin() + (2 << 20), region.begin() + (2 << 20)));
+  std::vector<std::uint8_t> unregistered(100);
+  bool eof = false;
+  auto tail = nfs.read_sync(*cr->obj, (2u << 20) - 10, unregistered, &eof);  // a short read, not registered
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(*tail, 10u);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(std::equal(unregistered.begin(), unregistered.begin() + 10, region.begin() + (2 << 20) - 10));
+}
+
 TEST_P(ClientCore, MountErrorsAreClear) {
   auto refused = NfsClient::connect(options(dir_.path() + "/closed"));
   ASSERT_FALSE(refused.ok());

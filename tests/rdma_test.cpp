@@ -199,6 +199,76 @@ TEST_F(OverRdma, ManyCallsStayWithinTheGrantedCredits) {
   EXPECT_GT(rdma_->max_in_flight_seen(), 1u);
 }
 
+// Caller memory registered once: WRITE data goes out as a Read chunk pointing
+// at it and READ data lands in it by RDMA Write; no bounce buffer is touched.
+TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
+  std::vector<std::uint8_t> region(2 << 20);
+  ASSERT_TRUE(rdma_->register_memory(region).ok());
+  auto src = std::span(region).first(1 << 20);
+  auto dst = std::span(region).subspan(1 << 20);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 5 + 1);
+  CREATE3args c;
+  c.where = {root_, "zc"};
+  auto cr = call<CreateRes>(Proc::CREATE, c);
+  ASSERT_EQ(cr.status, NFS3_OK);
+  const std::uint64_t bounce_before = rdma_->bounce_bytes();
+  // WRITE: header and arguments up to the data's length word, then the data in place.
+  std::vector<std::uint8_t> head;
+  xdr::Encoder e(head);
+  std::uint32_t xid = rpc::next_xid();
+  rpc::AuthSys root;
+  rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::WRITE), root);
+  codec(e, *cr.obj);
+  e.u64(0);
+  e.u32(1u << 20);
+  e.enumeration(stable_how::FILE_SYNC);
+  e.u32(1u << 20);
+  rpc::OutgoingCall w;
+  w.xid = xid;
+  w.message = head;
+  w.payload = src;
+  auto wrote = std::make_shared<std::promise<bool>>();
+  rdma_->call(w, [wrote, xid](Result<std::span<const std::uint8_t>> r) {
+    xdr::Decoder d(r ? *r : std::span<const std::uint8_t>{});
+    WRITE3res res;
+    wrote->set_value(r.ok() && rpc::check_reply(d, xid).ok() && xdr::decode(d, res).ok() && res.status == NFS3_OK);
+  });
+  ASSERT_TRUE(wrote->get_future().get());
+  // READ into the other half of the region.
+  std::vector<std::uint8_t> args;
+  xdr::encode(args, READ3args{*cr.obj, 0, 1u << 20});
+  std::uint32_t rxid = rpc::next_xid();
+  auto msg = make_call(rxid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::READ), args);
+  rpc::OutgoingCall r;
+  r.xid = rxid;
+  r.message = msg;
+  r.reply_max_bytes = (1u << 20) + 1024;
+  r.reply_payload_max = 1u << 20;
+  r.reply_payload = dst;
+  auto read = std::make_shared<std::promise<std::pair<std::uint32_t, std::size_t>>>();
+  rdma_->call(r, [read, rxid](Result<std::span<const std::uint8_t>> reply) {
+    // The reply is reduced: status, attributes, count, eof, length, and no data.
+    xdr::Decoder d(reply ? *reply : std::span<const std::uint8_t>{});
+    nfsstat3 st{};
+    post_op_attr attrs;
+    std::uint32_t count = 0, len = 0;
+    bool eof = false;
+    if (reply && rpc::check_reply(d, rxid).ok()) {
+      d.enumeration(st);
+      xdr::xdr_optional(d, attrs);
+      d.u32(count);
+      d.boolean(eof);
+      d.u32(len);
+    }
+    read->set_value({d.ok() && st == NFS3_OK ? len : 0, d.remaining()});
+  });
+  auto [len, left] = read->get_future().get();
+  EXPECT_EQ(len, 1u << 20);
+  EXPECT_EQ(left, 0u);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+  EXPECT_EQ(rdma_->bounce_bytes(), bounce_before);  // nothing went through a bounce buffer
+}
+
 // Hand-made transport headers straight over lib/fabric.
 class RawRdma {
  public:

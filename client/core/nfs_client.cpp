@@ -70,10 +70,8 @@ Result<std::unique_ptr<rpc::ClientTransport>> NfsClient::make_transport() {
   return std::unique_ptr<rpc::ClientTransport>(std::move(*c));
 }
 
-void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, std::vector<std::uint8_t> payload, Sizes sizes,
-                     const Identity* as, RawDone done) {
+void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, Pending p, const Identity* as, RawDone done) {
   std::uint32_t xid = rpc::next_xid();
-  Pending p;
   rpc::AuthSys cred;
   cred.machinename = machine_;
   cred.uid = as ? as->uid : options_.uid;
@@ -87,8 +85,7 @@ void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, std::vector<std:
   rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), cred);
   message.insert(message.end(), args.begin(), args.end());
   p.message = std::make_shared<const std::vector<std::uint8_t>>(std::move(message));
-  p.payload = std::make_shared<const std::vector<std::uint8_t>>(std::move(payload));
-  p.sizes = sizes;
+  if (!p.payload) p.payload = std::make_shared<const std::vector<std::uint8_t>>();
   p.done = std::move(done);
   std::optional<Outgoing> out;
   {
@@ -106,14 +103,15 @@ std::optional<NfsClient::Outgoing> NfsClient::prepare_locked(std::uint32_t xid, 
   p.generation = generation_;
   p.sent_at = std::chrono::steady_clock::now();
   if (!transport_ || reconnect_wanted_) return std::nullopt;  // sent again after the reconnect
-  return Outgoing{xid, generation_, p.message, p.payload, p.sizes, transport_};
+  return Outgoing{xid, generation_, p.message, p.payload, p.payload_view, p.reply_payload, p.sizes, transport_};
 }
 
 void NfsClient::transmit(const Outgoing& o) {
   rpc::OutgoingCall call;
   call.xid = o.xid;
   call.message = *o.message;
-  call.payload = *o.payload;
+  call.payload = o.payload_view.empty() ? std::span<const std::uint8_t>(*o.payload) : o.payload_view;
+  call.reply_payload = o.reply_payload;
   call.reply_max_bytes = o.sizes.reply_max;
   call.reply_payload_max = o.sizes.reply_payload_max;
   std::uint32_t xid = o.xid;
@@ -208,6 +206,11 @@ void NfsClient::maintenance_loop() {
     lk.lock();
     if (stopping_ || !fresh) break;
     transport_ = std::move(*fresh);
+    for (auto r : regions_) {
+      if (auto reg = transport_->register_memory(r); !reg) {
+        spdlog::warn("nfs: registering memory again after reconnecting: {}", reg.error().describe());
+      }
+    }
     reconnect_wanted_ = false;
     ++reconnects_;
     spdlog::info("nfs: reconnected to {}; resending {} calls", options_.host, pending_.size());
@@ -230,8 +233,13 @@ void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3re
   e.u32(args.count);
   e.enumeration(args.stable);
   e.u32(static_cast<std::uint32_t>(args.data.size()));
-  std::vector<std::uint8_t> payload(args.data.begin(), args.data.end());
-  send(Proc::WRITE, std::move(head), std::move(payload), {}, as, [done = std::move(done)](auto reply) {
+  Pending extra;
+  if (registered(args.data.data(), args.data.size())) {
+    extra.payload_view = args.data;  // zero copy: the caller keeps it until `done`
+  } else {
+    extra.payload = std::make_shared<const std::vector<std::uint8_t>>(args.data.begin(), args.data.end());
+  }
+  send(Proc::WRITE, std::move(head), std::move(extra), as, [done = std::move(done)](auto reply) {
     if (!reply) return done(reply.error());
     WRITE3res res;
     if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
@@ -239,24 +247,71 @@ void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3re
   });
 }
 
+Result<void> NfsClient::register_memory(std::span<std::uint8_t> region) {
+  std::lock_guard lk(mu_);
+  if (transport_) {
+    if (auto r = transport_->register_memory(region); !r) return r;
+  }
+  regions_.push_back(region);
+  return {};
+}
+
+bool NfsClient::registered(const void* p, std::size_t n) {
+  std::lock_guard lk(mu_);
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (auto r : regions_) {
+    auto base = reinterpret_cast<std::uintptr_t>(r.data());
+    if (n > 0 && a >= base && n <= r.size() && a - base <= r.size() - n) return true;
+  }
+  return false;
+}
+
+void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest,
+                     std::function<void(Result<ReadResult>)> done, const Identity* as) {
+  std::vector<std::uint8_t> a;
+  xdr::encode(a, READ3args{fh, offset, static_cast<std::uint32_t>(dest.size())});
+  Pending extra;
+  extra.sizes = sizes_for(Proc::READ, READ3args{fh, offset, static_cast<std::uint32_t>(dest.size())});
+  extra.reply_payload = dest;
+  send(Proc::READ, std::move(a), std::move(extra), as, [dest, done = std::move(done)](auto reply) {
+    if (!reply) return done(reply.error());
+    // READ3res by hand: the data is either inline, or was placed in `dest` by
+    // RDMA and the reply ends at its length word (rpc::OutgoingCall::reply_payload).
+    xdr::Decoder d(*reply);
+    ReadResult out;
+    d.enumeration(out.status);
+    post_op_attr attrs;
+    xdr::xdr_optional(d, attrs);
+    if (d.ok() && out.status == NFS3_OK) {
+      std::uint32_t len = 0;
+      d.u32(out.count);
+      d.boolean(out.eof);
+      d.u32(len);
+      if (d.ok() && (len != out.count || len > dest.size())) d.fail(xdr::Fault::bad_value);
+      if (d.ok() && d.remaining() >= xdr::pad4(len)) {
+        std::memcpy(dest.data(), d.rest().data(), len);  // inline (TCP, or RDMA via bounce)
+        d.skip(len);
+      } else if (d.ok() && d.remaining() != 0) {
+        d.fail(xdr::Fault::truncated);
+      }
+    }
+    if (auto r = d.result(); !r) return done(r.error());
+    done(out);
+  });
+}
+
 Result<std::uint32_t> NfsClient::read_sync(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> out,
                                            bool* eof) {
-  auto box = std::make_shared<SyncBox<std::pair<std::uint32_t, bool>>>();
-  call<READ3res>(Proc::READ, READ3args{fh, offset, static_cast<std::uint32_t>(out.size())},
-                 [box, out](Result<READ3res> r) {
-                   if (!r) return box->set(r.error());
-                   if (r->status != NFS3_OK) {
-                     return box->set(Error{ErrorDomain::rpc, static_cast<int>(r->status), Action::fail,
-                                           std::string("READ: ") + nfsstat3_name(r->status)});
-                   }
-                   std::size_t n = std::min(r->data.size(), out.size());
-                   std::memcpy(out.data(), r->data.data(), n);
-                   box->set(std::pair<std::uint32_t, bool>{static_cast<std::uint32_t>(n), r->eof});
-                 });
+  auto box = std::make_shared<SyncBox<ReadResult>>();
+  read(fh, offset, out, [box](Result<ReadResult> r) { box->set(std::move(r)); });
   auto r = box->get();
   if (!r) return r.error();
-  if (eof) *eof = r->second;
-  return r->first;
+  if (r->status != NFS3_OK) {
+    return Error{ErrorDomain::rpc, static_cast<int>(r->status), Action::fail,
+                 std::string("READ: ") + nfsstat3_name(r->status)};
+  }
+  if (eof) *eof = r->eof;
+  return r->count;
 }
 
 Result<WRITE3res> NfsClient::write_sync(const WRITE3args& args) {

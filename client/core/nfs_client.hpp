@@ -67,7 +67,9 @@ class NfsClient {
             const Identity* as = nullptr) {
     std::vector<std::uint8_t> a;
     xdr::encode(a, args);
-    send(proc, std::move(a), {}, sizes_for(proc, args), as, [done = std::move(done)](auto reply) {
+    Pending extra;
+    extra.sizes = sizes_for(proc, args);
+    send(proc, std::move(a), std::move(extra), as, [done = std::move(done)](auto reply) {
       if (!reply) return done(reply.error());
       Res res;
       if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
@@ -75,9 +77,25 @@ class NfsClient {
     });
   }
 
-  // WRITE with its data passed as the DDP-eligible payload (a Read chunk over RDMA).
+  // Registers memory the caller owns for the client's life (fio's I/O
+  // buffers): WRITE data in it is sent in place and READ data lands in it by
+  // RDMA Write, with no copy in the client. Kept across reconnects.
+  Result<void> register_memory(std::span<std::uint8_t> region);
+
+  // WRITE with its data passed as the DDP-eligible payload (a Read chunk over
+  // RDMA). Data in registered memory must stay unchanged until `done` runs.
   void write(const nfs3::WRITE3args& args, std::function<void(Result<nfs3::WRITE3res>)> done,
              const Identity* as = nullptr);
+
+  struct ReadResult {
+    nfs3::nfsstat3 status = nfs3::NFS3_OK;
+    std::uint32_t count = 0;
+    bool eof = false;
+  };
+  // READ into `dest` (at most dest.size() bytes); over RDMA into registered
+  // memory the server writes straight into `dest`.
+  void read(const nfs3::nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest,
+            std::function<void(Result<ReadResult>)> done, const Identity* as = nullptr);
 
   // Synchronous wrappers that wait on the asynchronous calls (libnfs style).
   template <class Res, class Args>
@@ -98,7 +116,9 @@ class NfsClient {
   using Bytes = std::shared_ptr<const std::vector<std::uint8_t>>;
   struct Pending {
     Bytes message;  // the whole call: header, args up to the payload
-    Bytes payload;  // DDP-eligible WRITE data (may be empty)
+    Bytes payload;  // DDP-eligible WRITE data, copied (may be empty)
+    std::span<const std::uint8_t> payload_view;  // or left in registered memory
+    std::span<std::uint8_t> reply_payload;       // where READ data should land
     Sizes sizes;
     RawDone done;
     std::uint64_t generation = 0;
@@ -125,14 +145,16 @@ class NfsClient {
   explicit NfsClient(const NfsClientOptions& o) : options_(o) {}
   template <class Args>
   static Sizes sizes_for(nfs3::Proc proc, const Args& args);
-  void send(nfs3::Proc proc, std::vector<std::uint8_t> args, std::vector<std::uint8_t> payload, Sizes sizes,
-            const Identity* as, RawDone done);
+  void send(nfs3::Proc proc, std::vector<std::uint8_t> args, Pending extra, const Identity* as, RawDone done);
+  bool registered(const void* p, std::size_t n);
   // A call ready to go out; built under mu_, sent after it is released, since
   // a transport may run the reply callback from inside call().
   struct Outgoing {
     std::uint32_t xid;
     std::uint64_t generation;
     Bytes message, payload;
+    std::span<const std::uint8_t> payload_view;
+    std::span<std::uint8_t> reply_payload;
     Sizes sizes;
     std::shared_ptr<rpc::ClientTransport> transport;
   };
@@ -153,6 +175,7 @@ class NfsClient {
   std::uint64_t generation_ = 0;
   bool reconnect_wanted_ = false;
   std::map<std::uint32_t, Pending> pending_;
+  std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};
   std::atomic<bool> stopping_{false};
   std::thread maintenance_;

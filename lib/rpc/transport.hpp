@@ -36,6 +36,11 @@ struct OutgoingCall {
   // Write chunk or a Reply chunk of the right size. 0: small, inline.
   std::uint32_t reply_max_bytes = 0;
   std::uint32_t reply_payload_max = 0;
+  // Where the caller wants the reply's DDP-eligible data. A transport that can
+  // place it there directly (RDMA into registered memory) does, and hands over
+  // the reply reduced as on the wire: it ends at the item's length word.
+  // Otherwise the data stays inline in the reply.
+  std::span<std::uint8_t> reply_payload;
 };
 
 // Runs once per call with the whole reply message (valid only during the
@@ -50,6 +55,13 @@ class ClientTransport {
   virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
   // Fails every call still pending and stops; no callback runs after it returns.
   virtual void shutdown() = 0;
+  // Registers caller memory once (e.g. fio's I/O buffers) so payloads and
+  // reply data inside it move without copies. Payloads there must stay
+  // unchanged until their reply. Transports with nothing to register accept it.
+  virtual Result<void> register_memory(std::span<std::uint8_t> region) {
+    (void)region;
+    return {};
+  }
 };
 
 // ---- server side ----

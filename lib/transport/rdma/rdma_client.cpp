@@ -94,22 +94,51 @@ std::uint32_t RdmaClient::max_in_flight_seen() {
   return max_in_flight_;
 }
 
+Result<void> RdmaClient::register_memory(std::span<std::uint8_t> region) {
+  auto mr = domain_->register_memory(region.data(), region.size(), true);
+  if (!mr) return mr.error();
+  std::lock_guard lk(mu_);
+  regions_.push_back(std::make_unique<CallerRegion>(CallerRegion{region, std::move(*mr)}));
+  return {};
+}
+
+std::uint64_t RdmaClient::bounce_bytes() {
+  std::lock_guard lk(mu_);
+  return bounce_bytes_;
+}
+
+const RdmaClient::CallerRegion* RdmaClient::region_of(const void* p, std::size_t n) {
+  if (n == 0) return nullptr;
+  for (const auto& r : regions_) {
+    if (r->mr.contains(p, n)) return r.get();
+  }
+  return nullptr;
+}
+
 void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) {
   Job job;
   job.xid = call.xid;
-  job.message.reserve(call.message.size() + xdr::pad4(call.payload.size()) + call.tail.size());
-  job.message.assign(call.message.begin(), call.message.end());
   job.payload_offset = static_cast<std::uint32_t>(call.message.size());
   job.payload_bytes = static_cast<std::uint32_t>(call.payload.size());
-  job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
-  job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
-  job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
   job.reply_max = call.reply_max_bytes;
   job.reply_payload_max = call.reply_payload_max;
   job.handler = std::move(on_reply);
   std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   {
     std::lock_guard lk(mu_);
+    // Zero copy for payloads in registered caller memory: the message keeps
+    // only the bytes around it, and the Read chunk points at the caller's data.
+    const bool direct = region_of(call.payload.data(), call.payload.size()) != nullptr;
+    job.message.reserve(call.message.size() + (direct ? 0 : xdr::pad4(call.payload.size())) + call.tail.size());
+    job.message.assign(call.message.begin(), call.message.end());
+    if (direct) {
+      job.direct_payload = call.payload;
+    } else {
+      job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
+      job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
+    }
+    job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
+    if (region_of(call.reply_payload.data(), call.reply_payload.size())) job.direct_reply = call.reply_payload;
     if (broken_) {
       failed.emplace_back(std::move(job.handler),
                           Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"});
@@ -129,16 +158,30 @@ void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& f
 }
 
 bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
-  rpcrdma::CallShape shape{static_cast<std::uint32_t>(job.message.size()), job.payload_offset, job.payload_bytes,
-                           job.reply_max, job.reply_payload_max};
+  const auto padded_direct = static_cast<std::uint32_t>(xdr::pad4(job.direct_payload.size()));
+  rpcrdma::CallShape shape{static_cast<std::uint32_t>(job.message.size()) + padded_direct, job.payload_offset,
+                           job.payload_bytes, job.reply_max, job.reply_payload_max};
   rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, options_.inline_bytes);
+  const bool direct_read = !job.direct_payload.empty() && plan.proc == rpcrdma::RDMA_MSG && plan.read_bytes;
+  const bool direct_write = plan.write_bytes && job.direct_reply.size() >= plan.write_bytes;
+  if (!job.direct_payload.empty() && !direct_read) {
+    // The plan wants the whole call in one place (RDMA_NOMSG) or inline: rejoin it.
+    std::vector<std::uint8_t> whole(job.message.begin(), job.message.begin() + job.payload_offset);
+    whole.insert(whole.end(), job.direct_payload.begin(), job.direct_payload.end());
+    whole.resize(whole.size() + (padded_direct - job.direct_payload.size()), 0);
+    whole.insert(whole.end(), job.message.begin() + job.payload_offset, job.message.end());
+    job.message = std::move(whole);
+    job.direct_payload = {};
+    return issue_locked(job, failed);
+  }
   const std::size_t cap = bounce_->slot_bytes();
-  if (plan.read_bytes > cap || plan.write_bytes > cap || plan.reply_bytes > cap) {
+  if ((plan.read_bytes > cap && !direct_read) || (plan.write_bytes > cap && !direct_write) || plan.reply_bytes > cap) {
     failed.emplace_back(std::move(job.handler), Error{ErrorDomain::rpc, EMSGSIZE, Action::fail,
                                                       "rpc: call or reply larger than the RDMA buffers"});
     return true;
   }
-  const std::size_t need = (plan.read_bytes ? 1 : 0) + (plan.write_bytes ? 1 : 0) + (plan.reply_bytes ? 1 : 0);
+  const std::size_t need = (plan.read_bytes && !direct_read ? 1 : 0) + (plan.write_bytes && !direct_write ? 1 : 0) +
+                           (plan.reply_bytes ? 1 : 0);
   if (bounce_->available() < need || send_pool_->available() == 0) return false;
   Pending p;
   p.handler = std::move(job.handler);
@@ -152,10 +195,16 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
     return rpcrdma::Segment{bounce_->region().key(), bytes, bounce_->region().remote_address(mem.data())};
   };
   std::span<const std::uint8_t> inline_a = job.message, inline_b;
-  if (plan.read_bytes) {
+  if (direct_read) {
+    const CallerRegion* r = region_of(job.direct_payload.data(), job.direct_payload.size());
+    h.read_list.push_back({plan.read_position, {r->mr.key(), plan.read_bytes, r->mr.remote_address(job.direct_payload.data())}});
+    inline_a = std::span(job.message).first(job.payload_offset);
+    inline_b = std::span(job.message).subspan(job.payload_offset);
+  } else if (plan.read_bytes) {
     rpcrdma::Segment s = segment_for(p.read_slot, plan.read_bytes);
     const std::uint8_t* src = job.message.data() + (plan.proc == rpcrdma::RDMA_NOMSG ? 0 : plan.read_position);
     std::memcpy(bounce_->slot(*p.read_slot).data(), src, plan.read_bytes);
+    bounce_bytes_ += plan.read_bytes;
     h.read_list.push_back({plan.read_position, s});
     if (plan.proc == rpcrdma::RDMA_NOMSG) {
       inline_a = {};
@@ -164,7 +213,13 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
       inline_b = std::span(job.message).subspan(plan.read_position + xdr::pad4(plan.read_bytes));
     }
   }
-  if (plan.write_bytes) {
+  if (direct_write) {
+    const CallerRegion* r = region_of(job.direct_reply.data(), plan.write_bytes);
+    rpcrdma::WriteChunk w;
+    w.segments.push_back({r->mr.key(), plan.write_bytes, r->mr.remote_address(job.direct_reply.data())});
+    h.write_list.push_back(w);
+    p.reply_placed = true;
+  } else if (plan.write_bytes) {
     rpcrdma::WriteChunk w;
     w.segments.push_back(segment_for(p.write_slot, plan.write_bytes));
     h.write_list.push_back(w);
@@ -253,7 +308,10 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
           auto data = bounce_->slot(*p.write_slot).first(n);
           reply.insert(reply.end(), data.begin(), data.end());
           reply.resize(reply.size() + (xdr::pad4(n) - n), 0);
+          bounce_bytes_ += n;
         }
+        // With `reply_placed` the data is already in the caller's memory and
+        // the reply stays reduced (see rpc::OutgoingCall::reply_payload).
         ok = true;
       } else {
         error = Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unexpected reply from " + peer_};

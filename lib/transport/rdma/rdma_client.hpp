@@ -42,23 +42,33 @@ class RdmaClient final : public rpc::ClientTransport {
 
   void call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) override;
   void shutdown() override;
+  Result<void> register_memory(std::span<std::uint8_t> region) override;
 
   std::uint32_t credits();                // the current grant
   std::uint32_t max_in_flight_seen();     // the most calls ever outstanding at once
   std::uint32_t peer_inline_receive() const { return peer_recv_inline_; }
+  std::uint64_t bounce_bytes();           // payload bytes copied through bounce buffers
   const std::string& provider() const { return provider_; }
 
  private:
+  // Caller memory registered with register_memory().
+  struct CallerRegion {
+    std::span<std::uint8_t> span;
+    fabric::MemoryRegion mr;
+  };
   struct Job {
     std::uint32_t xid = 0;
-    std::vector<std::uint8_t> message;  // the whole call, payload in place
+    std::vector<std::uint8_t> message;  // the whole call; the payload in place unless `direct_payload`
     std::uint32_t payload_offset = 0, payload_bytes = 0;
     std::uint32_t reply_max = 0, reply_payload_max = 0;
+    std::span<const std::uint8_t> direct_payload;  // in a CallerRegion: sent from there
+    std::span<std::uint8_t> direct_reply;          // in a CallerRegion: the Write chunk points there
     rpc::ReplyHandler handler;
   };
   struct Pending {
     rpc::ReplyHandler handler;
     std::optional<std::size_t> read_slot, write_slot, reply_slot;
+    bool reply_placed = false;  // the Write chunk was the caller's memory
   };
   struct SlotCtx {
     fabric::OpContext op;
@@ -75,6 +85,7 @@ class RdmaClient final : public rpc::ClientTransport {
   void on_reply(std::size_t slot, std::size_t len);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
+  const CallerRegion* region_of(const void* p, std::size_t n);  // with mu_ held
 
   std::string provider_, peer_;
   RdmaClientOptions options_;
@@ -87,6 +98,8 @@ class RdmaClient final : public rpc::ClientTransport {
   std::mutex mu_;  // guards everything below
   std::uint32_t credits_ = 1;
   std::uint32_t in_flight_ = 0, max_in_flight_ = 0;
+  std::uint64_t bounce_bytes_ = 0;
+  std::vector<std::unique_ptr<CallerRegion>> regions_;
   std::deque<Job> queued_;
   std::unordered_map<std::uint32_t, Pending> pending_;
   bool broken_ = false;
