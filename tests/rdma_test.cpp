@@ -130,6 +130,21 @@ TEST_F(OverRdma, OneMebibyteWriteByReadChunkAndReadByWriteChunk) {
   ASSERT_EQ(tail.status, NFS3_OK);
   EXPECT_EQ(tail.count, 10u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(tail.data.data()), tail.data.size()), data.substr(data.size() - 10));
+  // At end of file the Write chunk goes unused and comes back with length 0.
+  auto past = call<READ3res>(Proc::READ, READ3args{*cr.obj, 2u << 20, 4096}, {4096 + 256, 4096});
+  ASSERT_EQ(past.status, NFS3_OK);
+  EXPECT_EQ(past.count, 0u);
+  EXPECT_TRUE(past.eof);
+}
+
+TEST_F(OverRdma, ReplyChunkTooSmallIsErrChunkNeverATruncatedReply) {
+  for (int i = 0; i < 2000; ++i) std::ofstream(dir_.path() + "/entry-with-a-longish-name-" + std::to_string(i));
+  std::vector<std::uint8_t> args;
+  xdr::encode(args, READDIR3args{root_, 0, {}, 65536});
+  auto r = rdma_raw(*rdma_, Proc::READDIR, args, {8192, 0});  // offers 8 KiB for up to 64 KiB
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("ERR_CHUNK"), std::string::npos) << r.error().message;
+  EXPECT_EQ(call<GETATTR3res>(Proc::GETATTR, FhArgs{root_}).status, NFS3_OK);  // the connection lives on
 }
 
 TEST_F(OverRdma, ReaddirOf5000EntriesThroughTheReplyChunk) {
