@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::uint16_t port = 0, mount_port = 0;
   std::size_t depth = 16, region_mib = 256;
   double seconds = 3;
-  bool json = false;
+  bool json = false, zero_copy = false;
   app.add_option("--server", server, "host:/export")->required();
   app.add_option("--proto", proto, "rdma or tcp")->check(CLI::IsMember({"rdma", "tcp"}))->capture_default_str();
   app.add_option("--op", op, "read or write")->check(CLI::IsMember({"read", "write"}))->capture_default_str();
@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--mount-port", mount_port, "MOUNT port (default: portmapper)");
   app.add_option("--provider", provider, "libfabric provider for rdma");
   app.add_flag("--json", json, "Print JSON");
+  app.add_flag("--zero-copy", zero_copy, "Register the I/O buffers once, so data moves without copies over RDMA");
   CLI11_PARSE(app, argc, argv);
   init_logging("warn");
   auto colon = server.find(':');
@@ -87,10 +88,20 @@ int main(int argc, char** argv) {
   }
   const nfs_fh3 fh = *cr->obj;
   const std::size_t blocks = std::max<std::size_t>(1, (region_mib << 20) / bs);
-  std::vector<std::uint8_t> buffer(bs, 0x5a);
+  // One buffer per call in flight, as fio gives each io_u its own.
+  std::vector<std::uint8_t> buffers(bs * depth, 0x5a);
+  std::vector<std::size_t> free_slots;
+  for (std::size_t i = 0; i < depth; ++i) free_slots.push_back(i);
+  auto slot = [&](std::size_t i) { return std::span(buffers).subspan(i * bs, bs); };
+  if (zero_copy) {
+    if (auto r = nfs.register_memory(buffers); !r) {
+      std::fprintf(stderr, "nfs_bench: %s\n", r.error().describe().c_str());
+      return 1;
+    }
+  }
   if (op == "read") {  // fill the region once, so reads return data
     for (std::size_t b = 0; b < blocks; ++b) {
-      auto w = nfs.write_sync(WRITE3args{fh, b * bs, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, buffer});
+      auto w = nfs.write_sync(WRITE3args{fh, b * bs, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, slot(0)});
       if (!w || w->status != NFS3_OK) {
         std::fprintf(stderr, "nfs_bench: filling the file failed\n");
         return 1;
@@ -102,24 +113,31 @@ int main(int argc, char** argv) {
   std::size_t outstanding = 0, done_ops = 0, next = 0, errors = 0;
   double latency_sum = 0;
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  std::function<void()> issue = [&] {
+  // Called with `mu` held; returns with it held.
+  std::function<void(std::unique_lock<std::mutex>&)> issue = [&](std::unique_lock<std::mutex>& held) {
     std::uint64_t off = (next++ % blocks) * bs;
+    std::size_t i = free_slots.back();
+    free_slots.pop_back();
+    held.unlock();
     auto t0 = Clock::now();
-    auto finish = [&, t0](bool ok) {
+    auto finish = [&, t0, i](bool ok) {
       std::lock_guard lk(mu);
       latency_sum += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       ++done_ops;
       if (!ok) ++errors;
       --outstanding;
+      free_slots.push_back(i);
       cv.notify_all();
     };
     if (op == "read") {
-      nfs.call<READ3res>(Proc::READ, READ3args{fh, off, static_cast<std::uint32_t>(bs)},
-                         [finish, bs](Result<READ3res> r) { finish(r && r->status == NFS3_OK && r->count == bs); });
+      nfs.read(fh, off, slot(i), [finish, bs](Result<client::NfsClient::ReadResult> r) {
+        finish(r && r->status == NFS3_OK && r->count == bs);
+      });
     } else {
-      nfs.write(WRITE3args{fh, off, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, buffer},
+      nfs.write(WRITE3args{fh, off, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, slot(i)},
                 [finish, bs](Result<WRITE3res> r) { finish(r && r->status == NFS3_OK && r->count == bs); });
     }
+    held.lock();
   };
   const double cpu0 = cpu_seconds();
   const auto start = Clock::now();
@@ -127,9 +145,7 @@ int main(int argc, char** argv) {
   while (Clock::now() < end) {
     while (outstanding < depth && Clock::now() < end) {
       ++outstanding;
-      lk.unlock();
-      issue();
-      lk.lock();
+      issue(lk);
     }
     cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return outstanding < depth; });
   }
@@ -141,13 +157,14 @@ int main(int argc, char** argv) {
   const double lat = done_ops ? latency_sum / static_cast<double>(done_ops) : 0;
   const double cpu_per_gib = mib > 0 ? cpu / (mib / 1024) : 0;
   if (json) {
-    std::printf("{\"proto\": \"%s\", \"op\": \"%s\", \"bs\": %zu, \"depth\": %zu, \"mib_per_s\": %.1f, \"iops\": %.0f, "
-                "\"mean_latency_us\": %.1f, \"client_cpu_s_per_gib\": %.3f, \"errors\": %zu}\n",
-                proto.c_str(), op.c_str(), bs, depth, mibs, iops, lat, cpu_per_gib, errors);
+    std::printf("{\"proto\": \"%s\", \"op\": \"%s\", \"bs\": %zu, \"depth\": %zu, \"zero_copy\": %s, "
+                "\"mib_per_s\": %.1f, \"iops\": %.0f, \"mean_latency_us\": %.1f, \"client_cpu_s_per_gib\": %.3f, "
+                "\"errors\": %zu}\n",
+                proto.c_str(), op.c_str(), bs, depth, zero_copy ? "true" : "false", mibs, iops, lat, cpu_per_gib, errors);
   } else {
-    std::printf("%s %s bs=%s depth=%zu: %.0f MiB/s, %.0f IOPS, mean latency %.0f us, client CPU %.2f s/GiB%s\n",
-                proto.c_str(), op.c_str(), bs_text.c_str(), depth, mibs, iops, lat, cpu_per_gib,
-                errors ? ", ERRORS" : "");
+    std::printf("%s %s bs=%s depth=%zu%s: %.0f MiB/s, %.0f IOPS, mean latency %.0f us, client CPU %.2f s/GiB%s\n",
+                proto.c_str(), op.c_str(), bs_text.c_str(), depth, zero_copy ? " zero-copy" : "", mibs, iops, lat,
+                cpu_per_gib, errors ? ", ERRORS" : "");
   }
   return errors ? 1 : 0;
 }

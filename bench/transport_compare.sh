@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Raw libfabric RMA bandwidth (fabric_bench) against NFS READ/WRITE through
-# client/core over RPC-RDMA and over TCP (nfs_bench), in one run on loopback,
+# client/core over RPC-RDMA (through the client's bounce buffers, and in place
+# from registered buffers as the fio engine will use it) and over TCP
+# (nfs_bench), in one run on loopback,
 # with the ratio of each NFS figure to the raw RMA operation that carries it
 # (NFS READ data moves by RDMA Write, NFS WRITE data by RDMA Read) and the
 # server's CPU seconds per GiB (from /proc). Medians over REPEATS.
@@ -38,16 +40,18 @@ for x in json.load(sys.stdin)["results"]:
     if x["unit"] == "MiB/s":
         op = "write" if "Write" in x["test"] else "read"
         print("raw", op, x["size"], "%.1f" % x["value"], 0)' >>"$WORK/results"
-  for proto in rdma tcp; do
+  for mode in rdma rdma-zc tcp; do
+    proto=${mode%-zc}
+    zc=$([ "$mode" = rdma-zc ] && echo --zero-copy || true)
     pport=$([ "$proto" = rdma ] && echo "$RDMA" || echo "$NFS")
     for op in read write; do
       for bs in 64K 1M; do
         c0=$(server_cpu)
         out=$("$BUILD/bench/nfs_bench" --server "127.0.0.1:$WORK/export" --proto "$proto" --port "$pport" \
           --mount-port "$MNT" --provider "$PROVIDER" --op "$op" --bs "$bs" --depth "$DEPTH" --seconds "$SECS" \
-          --region-mib "$REGION_MIB" --file "f-$proto-$op-$bs" --json)
+          --region-mib "$REGION_MIB" --file "f-$mode-$op-$bs" $zc --json)
         c1=$(server_cpu)
-        python3 - "$out" "$c0" "$c1" "$proto" "$op" "$bs" >>"$WORK/results" <<'PY'
+        python3 - "$out" "$c0" "$c1" "$mode" "$op" "$bs" >>"$WORK/results" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1]); c0, c1 = float(sys.argv[2]), float(sys.argv[3])
 size = "1 MiB" if sys.argv[6] == "1M" else "64 KiB"
@@ -72,7 +76,7 @@ for (op, size), v in sorted(raw.items()):
     print(f"{'raw RMA ' + ('Write' if op == 'write' else 'Read'):<22}{'':<7}{size:>8}{med(v):>9.0f}{'':>9}{'1.00':>12}{'-':>18}{'-':>18}")
 cells = {}
 for r in rows:
-    if r[0] in ("rdma", "tcp"):
+    if r[0] in ("rdma", "rdma-zc", "tcp"):
         cells.setdefault((r[0], r[1], r[2] + " " + r[3]), []).append(r[4:])
 for (proto, op, size), vals in sorted(cells.items()):
     mibs = med([float(v[0]) for v in vals]); ccpu = med([float(v[1]) for v in vals])
@@ -80,6 +84,6 @@ for (proto, op, size), vals in sorted(cells.items()):
     iops = med([float(v[3]) for v in vals])
     carrier = raw.get(("write" if op == "read" else "read", size))
     ratio = f"{mibs / med(carrier):.2f}" if carrier else "-"
-    label = "NFS over RPC-RDMA" if proto == "rdma" else "NFS over TCP"
+    label = {"rdma": "NFS/RPC-RDMA bounce", "rdma-zc": "NFS/RPC-RDMA in place", "tcp": "NFS over TCP"}[proto]
     print(f"{label:<22}{op:<7}{size:>8}{mibs:>9.0f}{iops:>9.0f}{ratio:>12}{ccpu:>18.2f}{scpu:>18.2f}")
 PY

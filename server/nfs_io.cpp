@@ -1,8 +1,8 @@
 // NFSv3 data procedures: READ, WRITE, COMMIT.
 //
 // READ encodes its reply around the data: the result header is written with
-// placeholders, the file is read straight into the reply buffer, and count and
-// eof are patched afterwards; the data's place is recorded for transports that
+// count and eof left blank, the file is read straight into the reply buffer, and those
+// are patched afterwards; the data's place is recorded for transports that
 // move it separately (an RDMA Write chunk).
 #include <fcntl.h>
 #include <unistd.h>
