@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <set>
+#include <thread>
 
 #include "lib/rpcrdma/header.hpp"
 #include "lib/rpcrdma/private_data.hpp"
@@ -301,10 +302,14 @@ class RawRdma {
     if (!ep) throw std::runtime_error(ep.error().describe());
     ep_ = std::move(*ep);
   }
-  // Sends `msg` and returns the decoded reply header.
-  rpcrdma::Header exchange(const std::vector<std::uint8_t>& msg) {
+  // Sends `msg` without waiting for anything.
+  void send(const std::vector<std::uint8_t>& msg) {
     std::memcpy(buf_ + 4096, msg.data(), msg.size());
     if (!ep_->post_send(&send_ctx_, buf_ + 4096, msg.size(), mr_.desc())) throw std::runtime_error("send");
+  }
+  // Sends `msg` and returns the decoded reply header.
+  rpcrdma::Header exchange(const std::vector<std::uint8_t>& msg) {
+    send(msg);
     for (int i = 0; i < 50; ++i) {
       fabric::Completion c[4];
       auto n = ep_->poll(c, 100);
@@ -340,6 +345,29 @@ std::vector<std::uint8_t> raw_header(std::uint32_t xid, std::uint32_t vers, std:
   e.u32(proc);
   for (auto w : rest) e.u32(w);
   return out;
+}
+
+// Clients that die in the middle of a WRITE (here: their Read chunk cannot be
+// read) must not keep the server's shared payload buffers: more such clients
+// than there are buffers, then a well-behaved 1 MiB WRITE still goes through.
+TEST_F(OverRdma, ClientsDyingMidWriteDoNotLeakPayloadBuffers) {
+  for (int i = 0; i < 80; ++i) {  // the server has 64 payload buffers
+    RawRdma raw(server_->rdma_port());
+    std::vector<std::uint8_t> msg = raw_header(0x1000u + static_cast<std::uint32_t>(i), 1, 0, {1, 136, 0xbad0000u + static_cast<std::uint32_t>(i), 65536, 0, 0x1000, 0, 0, 0});
+    msg.resize(msg.size() + 136, 0);
+    raw.send(msg);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CREATE3args c;
+  c.where = {root_, "after"};
+  auto cr = call<CreateRes>(Proc::CREATE, c);
+  ASSERT_EQ(cr.status, NFS3_OK);
+  std::string data(1 << 20, 'z');
+  WRITE3args w{*cr.obj, 0, 1u << 20, stable_how::FILE_SYNC,
+               {reinterpret_cast<const std::uint8_t*>(data.data()), data.size()}};
+  auto wr = call<WRITE3res>(Proc::WRITE, w, {0, 0, true, 1u << 20});
+  ASSERT_EQ(wr.status, NFS3_OK);
+  EXPECT_EQ(wr.count, 1u << 20);
 }
 
 TEST_F(OverRdma, ErrVersAndErrChunkFromHandMadeHeaders) {

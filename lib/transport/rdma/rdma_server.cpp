@@ -80,6 +80,11 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void repost_recv(std::size_t slot);
   void release(Request& r);
   Request* take_request();
+  // Payload buffers are server-wide: every one a request holds goes back when
+  // the request ends or the connection dies (drain), never twice.
+  bool adopt(Request& r, std::size_t slot);
+  void give_back(Request& r);
+  void drain();
   void fail(Request& r, const char* why);
 
   RdmaServer& server_;
@@ -92,6 +97,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::mutex mu_;  // guards free_requests_ and send-slot waits
   std::condition_variable send_cv_;
   std::vector<std::size_t> free_requests_;
+  bool drained_ = false;  // guarded by mu_: the connection is gone, leases return at once
   std::atomic<bool> closing_{false}, finished_{false};
   std::thread progress_;
 };
@@ -196,6 +202,7 @@ void ServerConnection::progress_loop() {
     send_cv_.notify_all();
   }
   ep_->shutdown();
+  drain();
   spdlog::info("rdma: {} disconnected", peer_.describe());
   finished_ = true;
 }
@@ -208,9 +215,44 @@ Request* ServerConnection::take_request() {
   return r;
 }
 
+bool ServerConnection::adopt(Request& r, std::size_t slot) {
+  {
+    std::lock_guard lk(mu_);
+    if (!drained_) {
+      r.payload_slot = slot;
+      return true;
+    }
+  }
+  // ORDER: give outside mu_: give() may hand the slot to a waiter of this connection.
+  server_.payload_->give(slot);
+  return false;
+}
+
+void ServerConnection::give_back(Request& r) {
+  std::optional<std::size_t> slot;
+  {
+    std::lock_guard lk(mu_);
+    slot = r.payload_slot;
+    r.payload_slot.reset();
+  }
+  if (slot) server_.payload_->give(*slot);
+}
+
+void ServerConnection::drain() {
+  std::vector<std::size_t> slots;
+  {
+    std::lock_guard lk(mu_);
+    drained_ = true;
+    for (auto& r : requests_) {
+      if (r.payload_slot) slots.push_back(*r.payload_slot);
+      r.payload_slot.reset();
+    }
+  }
+  for (auto s : slots) server_.payload_->give(s);
+}
+
 void ServerConnection::release(Request& r) {
-  if (r.payload_slot) server_.payload_->give(*r.payload_slot);
-  r.payload_slot.reset();
+  give_back(r);
   r.phase = Phase::idle;
   r.body.clear();
   std::lock_guard lk(mu_);
@@ -269,7 +311,7 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
 }
 
 void ServerConnection::start_pull(Request& r, std::size_t slot) {
-  r.payload_slot = slot;
+  if (!adopt(r, slot)) return;
   const auto& first = r.hdr.read_list[0];
   std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
   SlotPool& pool = server_.payload_->slots();
@@ -312,8 +354,7 @@ void ServerConnection::on_rma_done(Request& r) {
         message.insert(message.end(), inline_part.begin() + pos, inline_part.end());
       }
       repost_recv(r.recv_slot);
-      server_.payload_->give(*r.payload_slot);
-      r.payload_slot.reset();
+      give_back(r);
       return dispatch(r, std::move(message));
     }
     case Phase::pushing_data:
@@ -354,7 +395,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     auto payload = std::make_shared<rpc::ReplyMessage>(std::move(msg));
     auto self = shared_from_this();
     server_.payload_->lease([self, &r, payload](std::size_t slot) {
-      r.payload_slot = slot;
+      if (!self->adopt(r, slot)) return;
       SlotPool& pool = self->server_.payload_->slots();
       std::memcpy(pool.slot(slot).data(), payload->bytes.data() + payload->payload_offset, payload->payload_length);
       r.body = without_payload(*payload);
@@ -373,10 +414,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
 }
 
 void ServerConnection::finish_reply(Request& r) {
-  if (r.payload_slot) {
-    server_.payload_->give(*r.payload_slot);
-    r.payload_slot.reset();
-  }
+  give_back(r);
   // Our header is at most this long: fixed words plus the echoed Write chunk.
   const std::size_t header_max = rpcrdma::kMinHeaderBytes + 8 + r.hdr.write_list.size() * (8 + 16 * rpcrdma::kMaxChunkSegments);
   if (header_max + r.body.size() <= peer_recv_inline_) return send_reply(r, rpcrdma::RDMA_MSG);
@@ -390,7 +428,7 @@ void ServerConnection::finish_reply(Request& r) {
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
   auto self = shared_from_this();
   server_.payload_->lease([self, &r](std::size_t slot) {
-    r.payload_slot = slot;
+    if (!self->adopt(r, slot)) return;
     SlotPool& pool = self->server_.payload_->slots();
     if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
     std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
@@ -414,10 +452,7 @@ static rpcrdma::WriteChunk used_part(const rpcrdma::WriteChunk& c, std::uint32_t
 }
 
 void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
-  if (r.payload_slot) {
-    server_.payload_->give(*r.payload_slot);
-    r.payload_slot.reset();
-  }
+  give_back(r);
   Header h;
   h.xid = r.hdr.xid;
   h.credits = server_.options_.credits;
