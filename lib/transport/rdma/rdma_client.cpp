@@ -123,22 +123,27 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
   job.reply_max = call.reply_max_bytes;
   job.reply_payload_max = call.reply_payload_max;
   job.handler = std::move(on_reply);
+  bool direct = false;
+  {
+    std::lock_guard lk(mu_);
+    direct = region_of(call.payload.data(), call.payload.size()) != nullptr;
+    if (region_of(call.reply_payload.data(), call.reply_payload.size())) job.direct_reply = call.reply_payload;
+  }
+  // Zero copy for payloads in registered caller memory: the message keeps only
+  // the bytes around it, and the Read chunk will point at the caller's data.
+  // Otherwise the payload is copied here, outside the lock.
+  job.message.reserve(call.message.size() + (direct ? 0 : xdr::pad4(call.payload.size())) + call.tail.size());
+  job.message.assign(call.message.begin(), call.message.end());
+  if (direct) {
+    job.direct_payload = call.payload;
+  } else {
+    job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
+    job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
+  }
+  job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
   std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   {
     std::lock_guard lk(mu_);
-    // Zero copy for payloads in registered caller memory: the message keeps
-    // only the bytes around it, and the Read chunk points at the caller's data.
-    const bool direct = region_of(call.payload.data(), call.payload.size()) != nullptr;
-    job.message.reserve(call.message.size() + (direct ? 0 : xdr::pad4(call.payload.size())) + call.tail.size());
-    job.message.assign(call.message.begin(), call.message.end());
-    if (direct) {
-      job.direct_payload = call.payload;
-    } else {
-      job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
-      job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
-    }
-    job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
-    if (region_of(call.reply_payload.data(), call.reply_payload.size())) job.direct_reply = call.reply_payload;
     if (broken_) {
       failed.emplace_back(std::move(job.handler),
                           Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"});
