@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   bool no_register = false;
   app.add_flag("--no-register", no_register, "Do not register with a running rpcbind");
   app.add_option("--threads", cfg.threads, "Worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--max-connections", cfg.max_connections, "Connections accepted at once")->capture_default_str();
+  app.add_option("--max-connections", cfg.max_connections, "Connections accepted at once, per transport")->capture_default_str();
   app.add_option("--rtmax", cfg.limits.rtmax, "Largest READ offered in FSINFO (bytes)")
       ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
   app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")

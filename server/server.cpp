@@ -59,6 +59,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   if (config.rdma) {
     rdma::RdmaServerOptions ro = config.rdma_options;
     if (ro.host.empty()) ro.host = config.bind_address;
+    ro.max_connections = config.max_connections;
     ro.payload_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
     auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
       pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
