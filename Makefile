@@ -9,11 +9,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 WERROR := $(if $(CI),-Dwerror=true,)
 
 # Debian 12 packages the build and the tests need.
-PACKAGES := g++ clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
-  libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev \
+PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
+  libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
   libfabric-dev libnfs-utils tshark iproute2 rpcbind
 
 .PHONY: deps build build-san test demo install fuzz clean
+# Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
+FIO_ENGINE_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo .)
 
 deps:
 	@missing=$$(for p in $(PACKAGES); do \
@@ -23,14 +25,16 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@tools/fio-source.sh >/dev/null
 
 $(BUILD)/build.ninja:
-	meson setup $(BUILD) $(WERROR) --prefix $(PREFIX)
+	meson setup $(BUILD) $(WERROR) --prefix $(PREFIX) -Dfio_src=$$(tools/fio-source.sh)
 
 $(SAN)/build.ninja:
 	CXX=clang++ meson setup $(SAN) $(WERROR) -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true
 
 build: deps $(BUILD)/build.ninja
+	meson configure $(BUILD) -Dfio_src=$$(tools/fio-source.sh) >/dev/null
 	ninja -C $(BUILD)
 
 build-san: deps $(SAN)/build.ninja
@@ -44,6 +48,7 @@ demo: build
 
 install: build
 	$(SUDO) meson install -C $(BUILD)
+	$(SUDO) install -D -m 0755 $(BUILD)/fio-engine/nfsrdma.so $(FIO_ENGINE_DIR)/nfsrdma
 
 # Longer fuzzing; new interesting inputs are merged into tests/fuzz/corpus.
 fuzz: build-san

@@ -23,10 +23,13 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 start_server() {
   NFS_PORT=$(free_port)
   MOUNT_PORT=$(free_port)
+  RDMA_PORT=$(free_port)
+  # RDMA=1: also serve RPC-RDMA (tcp provider) on RDMA_PORT.
   local args=()
+  if [ "${RDMA:-0}" = 1 ]; then args+=(--rdma-port "$RDMA_PORT" --provider tcp); else args+=(--no-rdma); fi
   for e in "$@"; do args+=(--export "$e"); done
   "$NFSRDMA_SERVER" --port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind 127.0.0.1 --no-register \
-    --state-dir "$WORK/state" --no-rdma "${args[@]}" >"$LOG" 2>&1 &
+    --state-dir "$WORK/state" "${args[@]}" >"$LOG" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null; then return 0; fi

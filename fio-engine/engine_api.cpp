@@ -1,0 +1,221 @@
+// The C API of fio-engine/engine_api.h over client/core. Completions from the
+// transports' threads go into one queue per session, which fio drains from
+// its getevents (the library never owns fio's event loop).
+#include "fio-engine/engine_api.h"
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/core/errno_map.hpp"
+#include "client/core/nfs_client.hpp"
+#include "lib/base/log.hpp"
+
+using namespace nfsrdma;
+using namespace nfsrdma::nfs3;
+
+struct nfsrdma_session {
+  std::vector<std::unique_ptr<client::NfsClient>> clients;  // nconnect
+  std::size_t next = 0;                                     // round robin, under mu
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<void*, long>> done;  // guarded by mu
+};
+
+namespace {
+
+struct File {
+  nfs_fh3 fh;
+};
+
+void complete(nfsrdma_session* s, void* cookie, long result) {
+  std::lock_guard lk(s->mu);
+  s->done.emplace_back(cookie, result);
+  s->cv.notify_one();
+}
+
+client::NfsClient& pick(nfsrdma_session* s) {
+  std::lock_guard lk(s->mu);
+  return *s->clients[s->next++ % s->clients.size()];
+}
+
+int fail(const Error& e, int fallback = EIO) { return -(e.domain == ErrorDomain::sys && e.code ? e.code : fallback); }
+
+}  // namespace
+
+extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* err, size_t errlen) {
+  static bool logging = init_logging("warn");
+  (void)logging;
+  auto say = [&](const std::string& why) {
+    std::snprintf(err, errlen, "%s", why.c_str());
+    return nullptr;
+  };
+  std::string spec = p->export_spec ? p->export_spec : "";
+  auto colon = spec.find(':');
+  if (colon == std::string::npos || colon + 1 >= spec.size() || spec[colon + 1] != '/') {
+    return say("nfs_export must be host:/export, not '" + spec + "'");
+  }
+  client::NfsClientOptions o;
+  o.host = spec.substr(0, colon);
+  o.export_path = spec.substr(colon + 1);
+  o.proto = p->tcp ? client::Proto::tcp : client::Proto::rdma;
+  o.provider = p->provider ? p->provider : "";
+  o.port = static_cast<std::uint16_t>(p->port);
+  o.mount_port = static_cast<std::uint16_t>(p->mount_port);
+  o.credits = p->credits ? p->credits : 128;
+  o.uid = p->uid;
+  o.gid = p->gid;
+  auto s = std::make_unique<nfsrdma_session>();
+  for (unsigned i = 0; i < std::max(1u, p->nconnect); ++i) {
+    auto c = client::NfsClient::connect(o);
+    if (!c) return say(c.error().describe());
+    s->clients.push_back(std::move(*c));
+  }
+  return s.release();
+}
+
+extern "C" void nfsrdma_session_close(nfsrdma_session* s) { delete s; }
+
+extern "C" int nfsrdma_register(nfsrdma_session* s, void* buf, size_t len) {
+  for (auto& c : s->clients) {
+    if (auto r = c->register_memory({static_cast<std::uint8_t*>(buf), len}); !r) return fail(r.error());
+  }
+  return 0;
+}
+
+extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, uint64_t* size, void** file) {
+  client::NfsClient& c = *s->clients[0];
+  nfs_fh3 dir = c.root();
+  std::string rest = path;
+  while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
+  for (;;) {
+    auto slash = rest.find('/');
+    std::string name = rest.substr(0, slash);
+    bool last = slash == std::string::npos;
+    auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+    if (!lk) return fail(lk.error());
+    if (lk->status == NFS3ERR_NOENT && create) {
+      if (last) {
+        CREATE3args a;
+        a.where = {dir, name};
+        a.obj_attributes.mode = 0644;
+        auto cr = c.call_sync<CreateRes>(Proc::CREATE, a);
+        if (!cr) return fail(cr.error());
+        if (cr->status != NFS3_OK && cr->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(cr->status);
+      } else {
+        MKDIR3args a;
+        a.where = {dir, name};
+        a.attributes.mode = 0755;
+        auto mk = c.call_sync<CreateRes>(Proc::MKDIR, a);
+        if (!mk) return fail(mk.error());
+        if (mk->status != NFS3_OK && mk->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(mk->status);
+      }
+      continue;  // look it up again: another job may have made it first
+    }
+    if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
+    if (last) {
+      if (lk->obj_attributes && lk->obj_attributes->type != NF3REG) return -EINVAL;
+      *size = lk->obj_attributes ? lk->obj_attributes->size : 0;
+      *file = new File{lk->object};
+      return 0;
+    }
+    dir = lk->object;
+    rest = rest.substr(slash + 1);
+  }
+}
+
+extern "C" void nfsrdma_file_free(void* file) { delete static_cast<File*>(file); }
+
+extern "C" int nfsrdma_unlink(nfsrdma_session* s, const char* path) {
+  client::NfsClient& c = *s->clients[0];
+  std::string p = path;
+  while (!p.empty() && p.front() == '/') p.erase(0, 1);
+  nfs_fh3 dir = c.root();
+  auto slash = p.rfind('/');
+  if (slash != std::string::npos) {
+    // Walk to the parent by looking the directory path up component by component.
+    std::string parent = p.substr(0, slash);
+    nfs_fh3 cur = c.root();
+    std::size_t at = 0;
+    while (at <= parent.size()) {
+      auto next = parent.find('/', at);
+      std::string name = parent.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{cur, name});
+      if (!lk) return fail(lk.error());
+      if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
+      cur = lk->object;
+      if (next == std::string::npos) break;
+      at = next + 1;
+    }
+    dir = cur;
+    p = p.substr(slash + 1);
+  }
+  auto r = c.call_sync<WccRes>(Proc::REMOVE, diropargs3{dir, p});
+  if (!r) return fail(r.error());
+  return -client::nfsstat3_to_errno(r->status);
+}
+
+extern "C" int nfsrdma_submit(nfsrdma_session* s, void* file, int op, void* buf, size_t len, uint64_t offset,
+                              void* cookie) {
+  const nfs_fh3& fh = static_cast<File*>(file)->fh;
+  client::NfsClient& c = pick(s);
+  if (op == 0) {
+    c.read(fh, offset, {static_cast<std::uint8_t*>(buf), len}, [s, cookie](Result<client::NfsClient::ReadResult> r) {
+      if (!r) return complete(s, cookie, fail(r.error()));
+      if (r->status != NFS3_OK) return complete(s, cookie, -client::nfsstat3_to_errno(r->status));
+      complete(s, cookie, static_cast<long>(r->count));
+    });
+  } else if (op == 1) {
+    WRITE3args a{fh, offset, static_cast<std::uint32_t>(len), stable_how::UNSTABLE,
+                 {static_cast<const std::uint8_t*>(buf), len}};
+    c.write(a, [s, cookie](Result<WRITE3res> r) {
+      if (!r) return complete(s, cookie, fail(r.error()));
+      if (r->status != NFS3_OK) return complete(s, cookie, -client::nfsstat3_to_errno(r->status));
+      complete(s, cookie, static_cast<long>(r->count));
+    });
+  } else if (op == 2) {
+    // UNSTABLE writes become durable with COMMIT; every connection of the session commits.
+    auto left = std::make_shared<std::pair<std::size_t, long>>(s->clients.size(), 0);
+    for (auto& cl : s->clients) {
+      cl->call<COMMIT3res>(Proc::COMMIT, COMMIT3args{fh, 0, 0}, [s, cookie, left](Result<COMMIT3res> r) {
+        long res = !r ? fail(r.error()) : -client::nfsstat3_to_errno(r->status);
+        bool last;
+        {
+          std::lock_guard lk(s->mu);
+          if (res < 0) left->second = res;
+          last = --left->first == 0;
+        }
+        if (last) complete(s, cookie, left->second);
+      });
+    }
+  } else {
+    return -EINVAL;
+  }
+  return 0;
+}
+
+extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, const struct timespec* t, void** cookies,
+                            long* results) {
+  std::unique_lock lk(s->mu);
+  auto enough = [&] { return s->done.size() >= min; };
+  if (t) {
+    auto wait = std::chrono::seconds(t->tv_sec) + std::chrono::nanoseconds(t->tv_nsec);
+    s->cv.wait_for(lk, wait, enough);
+  } else {
+    s->cv.wait(lk, enough);
+  }
+  unsigned n = 0;
+  while (n < max && !s->done.empty()) {
+    cookies[n] = s->done.front().first;
+    results[n] = s->done.front().second;
+    s->done.pop_front();
+    ++n;
+  }
+  return static_cast<int>(n);
+}
