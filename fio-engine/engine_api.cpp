@@ -89,74 +89,70 @@ extern "C" int nfsrdma_register(nfsrdma_session* s, void* buf, size_t len) {
   return 0;
 }
 
-extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, uint64_t* size, void** file) {
-  client::NfsClient& c = *s->clients[0];
-  nfs_fh3 dir = c.root();
+namespace {
+
+// Resolves the directory holding `path` (below the export root), making the
+// missing ones when `create`; `leaf` gets the last component. 0 or -errno.
+int parent_of(client::NfsClient& c, const std::string& path, bool create, nfs_fh3& dir, std::string& leaf) {
   std::string rest = path;
   while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
-  for (;;) {
-    auto slash = rest.find('/');
+  dir = c.root();
+  for (auto slash = rest.find('/'); slash != std::string::npos; slash = rest.find('/')) {
     std::string name = rest.substr(0, slash);
-    bool last = slash == std::string::npos;
+    rest.erase(0, slash + 1);
     auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
     if (!lk) return fail(lk.error());
     if (lk->status == NFS3ERR_NOENT && create) {
-      if (last) {
-        CREATE3args a;
-        a.where = {dir, name};
-        a.obj_attributes.mode = 0644;
-        auto cr = c.call_sync<CreateRes>(Proc::CREATE, a);
-        if (!cr) return fail(cr.error());
-        if (cr->status != NFS3_OK && cr->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(cr->status);
-      } else {
-        MKDIR3args a;
-        a.where = {dir, name};
-        a.attributes.mode = 0755;
-        auto mk = c.call_sync<CreateRes>(Proc::MKDIR, a);
-        if (!mk) return fail(mk.error());
-        if (mk->status != NFS3_OK && mk->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(mk->status);
-      }
-      continue;  // look it up again: another job may have made it first
+      MKDIR3args a;
+      a.where = {dir, name};
+      a.attributes.mode = 0755;
+      auto mk = c.call_sync<CreateRes>(Proc::MKDIR, a);
+      if (!mk) return fail(mk.error());
+      if (mk->status != NFS3_OK && mk->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(mk->status);
+      lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});  // another job may have made it first
+      if (!lk) return fail(lk.error());
     }
     if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
-    if (last) {
-      if (lk->obj_attributes && lk->obj_attributes->type != NF3REG) return -EINVAL;
-      *size = lk->obj_attributes ? lk->obj_attributes->size : 0;
-      *file = new File{lk->object};
-      return 0;
-    }
     dir = lk->object;
-    rest = rest.substr(slash + 1);
   }
+  leaf = rest;
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, uint64_t* size, void** file) {
+  client::NfsClient& c = *s->clients[0];
+  nfs_fh3 dir;
+  std::string name;
+  if (int r = parent_of(c, path, create != 0, dir, name); r < 0) return r;
+  auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+  if (!lk) return fail(lk.error());
+  if (lk->status == NFS3ERR_NOENT && create) {
+    CREATE3args a;
+    a.where = {dir, name};
+    a.obj_attributes.mode = 0644;
+    auto cr = c.call_sync<CreateRes>(Proc::CREATE, a);
+    if (!cr) return fail(cr.error());
+    if (cr->status != NFS3_OK && cr->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(cr->status);
+    lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+    if (!lk) return fail(lk.error());
+  }
+  if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
+  if (lk->obj_attributes && lk->obj_attributes->type != NF3REG) return -EINVAL;
+  *size = lk->obj_attributes ? lk->obj_attributes->size : 0;
+  *file = new File{lk->object};
+  return 0;
 }
 
 extern "C" void nfsrdma_file_free(void* file) { delete static_cast<File*>(file); }
 
 extern "C" int nfsrdma_unlink(nfsrdma_session* s, const char* path) {
   client::NfsClient& c = *s->clients[0];
-  std::string p = path;
-  while (!p.empty() && p.front() == '/') p.erase(0, 1);
-  nfs_fh3 dir = c.root();
-  auto slash = p.rfind('/');
-  if (slash != std::string::npos) {
-    // Walk to the parent by looking the directory path up component by component.
-    std::string parent = p.substr(0, slash);
-    nfs_fh3 cur = c.root();
-    std::size_t at = 0;
-    while (at <= parent.size()) {
-      auto next = parent.find('/', at);
-      std::string name = parent.substr(at, next == std::string::npos ? std::string::npos : next - at);
-      auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{cur, name});
-      if (!lk) return fail(lk.error());
-      if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
-      cur = lk->object;
-      if (next == std::string::npos) break;
-      at = next + 1;
-    }
-    dir = cur;
-    p = p.substr(slash + 1);
-  }
-  auto r = c.call_sync<WccRes>(Proc::REMOVE, diropargs3{dir, p});
+  nfs_fh3 dir;
+  std::string name;
+  if (int r = parent_of(c, path, false, dir, name); r < 0) return r;
+  auto r = c.call_sync<WccRes>(Proc::REMOVE, diropargs3{dir, name});
   if (!r) return fail(r.error());
   return -client::nfsstat3_to_errno(r->status);
 }
