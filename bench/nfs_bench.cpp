@@ -20,6 +20,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// NFSPROC3_NULL has no arguments and no results.
+struct Void {};
+template <class X>
+void codec(X&, Void&) {}
+
 double cpu_seconds() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -46,7 +51,8 @@ int main(int argc, char** argv) {
   bool json = false, zero_copy = false;
   app.add_option("--server", server, "host:/export")->required();
   app.add_option("--proto", proto, "rdma or tcp")->check(CLI::IsMember({"rdma", "tcp"}))->capture_default_str();
-  app.add_option("--op", op, "read or write")->check(CLI::IsMember({"read", "write"}))->capture_default_str();
+  app.add_option("--op", op, "read, write, or null (NULL calls: the RPC round trip alone)")
+      ->check(CLI::IsMember({"read", "write", "null"}))->capture_default_str();
   app.add_option("--bs", bs_text, "Block size (e.g. 64K, 1M)")->capture_default_str();
   app.add_option("--depth", depth, "Calls in flight")->capture_default_str()->check(CLI::Range(1, 128));
   app.add_option("--seconds", seconds, "Duration")->capture_default_str();
@@ -129,7 +135,9 @@ int main(int argc, char** argv) {
       free_slots.push_back(i);
       cv.notify_all();
     };
-    if (op == "read") {
+    if (op == "null") {
+      nfs.call<Void>(Proc::NULL_, Void{}, [finish](Result<Void> r) { finish(r.ok()); });
+    } else if (op == "read") {
       nfs.read(fh, off, slot(i), [finish, bs](Result<client::NfsClient::ReadResult> r) {
         finish(r && r->status == NFS3_OK && r->count == bs);
       });
@@ -152,7 +160,7 @@ int main(int argc, char** argv) {
   cv.wait(lk, [&] { return outstanding == 0; });
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const double cpu = cpu_seconds() - cpu0;
-  const double mib = static_cast<double>(done_ops * bs) / (1 << 20);
+  const double mib = op == "null" ? 0 : static_cast<double>(done_ops * bs) / (1 << 20);
   const double mibs = mib / secs, iops = static_cast<double>(done_ops) / secs;
   const double lat = done_ops ? latency_sum / static_cast<double>(done_ops) : 0;
   const double cpu_per_gib = mib > 0 ? cpu / (mib / 1024) : 0;

@@ -65,6 +65,17 @@ LD_LIBRARY_PATH="$WORK/lib" fio --name=bare --ioengine=nfsrdma --nfs_export="127
   --verify=crc32c >"$WORK/bare.out" 2>&1 || { cat "$WORK/bare.out"; fail "bare-name run"; }
 echo "ok: --ioengine=nfsrdma by bare name, and --enghelp"
 
+# unlink=1 removes the job's files from the export afterwards.
+run_fio gone tcp --rw=write --bs=64k --unlink=1 || fail "unlink job"
+[ ! -e "$EXPORT/gone.0.0" ] || fail "unlink=1 left the file on the export"
+echo "ok: unlink=1 honoured"
+
+# The same-run comparison script, briefly.
+SECS=0.5 SIZE=16M "$(dirname "$0")/../../bench/fio_compare.sh" "$(dirname "$FIO_ENGINE")/.." >"$WORK/compare.out" ||
+  { cat "$WORK/compare.out"; fail "fio_compare.sh"; }
+[ "$(grep -cE '^(rdma|tcp) ' "$WORK/compare.out")" = 6 ] || { cat "$WORK/compare.out"; fail "fio_compare.sh rows"; }
+echo "ok: bench/fio_compare.sh"
+
 # A refused export fails the job with a clear message.
 if run_fio refused rdma --rw=write --bs=4k --nfs_export="127.0.0.1:/not/exported"; then fail "refused export ran"; fi
 grep -q "no such export" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "unclear refusal"; }
