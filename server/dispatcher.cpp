@@ -42,6 +42,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     return;
   }
   rpc::ReplyMessage reply;
+  reply.area = call.reply_area;
   xdr::Encoder out(reply.bytes);
   auto send = [&] { call.channel->send(std::move(reply)); };
 
@@ -121,6 +122,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
                  rpc::accept_stat_name(stat));
     out.truncate(0);
     reply.payload_offset = reply.payload_length = 0;
+    reply.payload_in_area = false;
     rpc::encode_accepted(out, h->xid, stat);
   }
   if (cached) {

@@ -74,9 +74,15 @@ struct Peer {
 
 struct ReplyMessage {
   std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded
-  // The DDP-eligible item inside `bytes` (READ data), or length 0.
+  // The DDP-eligible item (READ data): at `payload_offset` of `bytes`, or, when
+  // `payload_in_area`, at the start of `area` with `bytes` reduced as on the
+  // wire (it ends at the item's length word). Length 0: none.
   std::size_t payload_offset = 0;
   std::size_t payload_length = 0;
+  // Registered memory the transport lends for the DDP-eligible item (RDMA,
+  // when the client offered a Write chunk): filling it saves the copies.
+  std::span<std::uint8_t> area;
+  bool payload_in_area = false;
 };
 
 // The way back to the client that sent a call. Every call handed to a
@@ -100,6 +106,8 @@ struct IncomingCall {
   // From a reserved source port (TCP), or over RDMA, which has no ports to
   // check (Linux nfsd counts every RDMA connection as secure too).
   bool secure = false;
+  // See ReplyMessage::area; empty when the transport has none to lend.
+  std::span<std::uint8_t> reply_area;
 };
 
 using CallHandler = std::function<void(IncomingCall&&)>;

@@ -303,7 +303,16 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
   if (r->hdr.read_list.empty()) {
     std::vector<std::uint8_t> message(bytes.begin() + static_cast<long>(d.header_bytes), bytes.end());
     repost_recv(ctx.slot);
-    return dispatch(*r, std::move(message));
+    if (r->hdr.write_list.empty()) return dispatch(*r, std::move(message));
+    // A Write chunk is offered: lend a payload buffer first, so READ data is
+    // read straight into registered memory (rpc::ReplyMessage::area).
+    auto self = shared_from_this();
+    auto msg = std::make_shared<std::vector<std::uint8_t>>(std::move(message));
+    r->phase = Phase::executing;
+    server_.payload_->lease([self, r, msg](std::size_t slot) {
+      if (self->adopt(*r, slot)) self->dispatch(*r, std::move(*msg));
+    });
+    return;
   }
   r->phase = Phase::pulling;
   auto self = shared_from_this();
@@ -373,6 +382,10 @@ void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message)
   call.channel = std::make_shared<RdmaReplyChannel>(shared_from_this(), r.index);
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
   call.secure = true;
+  if (r.payload_slot && !r.hdr.write_list.empty()) {
+    auto slot = server_.payload_->slots().slot(*r.payload_slot);
+    call.reply_area = slot.first(std::min<std::uint64_t>(slot.size(), r.hdr.write_list[0].length()));
+  }
   server_.handler_(std::move(call));
 }
 
@@ -382,6 +395,21 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   r.write_len = 0;
   r.reply_len = 0;
   const bool has_write_chunk = !r.hdr.write_list.empty();
+  if (msg.payload_in_area && msg.payload_length > 0 && r.payload_slot) {
+    // The data is already in our registered buffer: RDMA Write it from there.
+    r.write_len = static_cast<std::uint32_t>(msg.payload_length);
+    r.phase = Phase::pushing_data;
+    r.body = std::move(msg.bytes);
+    SlotPool& pool = server_.payload_->slots();
+    std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
+    r.rma_left = count_chunk_ops(r.write_len, segs, ep_->max_rma_bytes());
+    if (!post_chunk_rma(*ep_, &r.op, true, pool.slot(*r.payload_slot).data(), r.write_len, pool.region().desc(),
+                        segs)) {
+      fail(r, "cannot post RDMA Write");
+    }
+    return;
+  }
+  give_back(r);  // a lent buffer the reply did not use
   if (has_write_chunk && msg.payload_length > 0) {
     const auto& chunk = r.hdr.write_list[0];
     if (msg.payload_length > chunk.length()) {
