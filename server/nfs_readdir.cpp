@@ -67,16 +67,23 @@ verf8 cookie_verifier(const struct stat& st) {
 
 }  // namespace
 
+nfsstat3 NfsService::open_listing(const CallContext& ctx, const nfs_fh3& fh, Object& dir, Fd& f, struct stat& st,
+                                  post_op_attr& attrs, verf8& verifier) {
+  if (auto s = access(ctx, fh, Need::read, dir); s != NFS3_OK) return s;
+  if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  attrs = to_fattr3(st, *dir.ex);
+  if (!S_ISDIR(st.st_mode)) return NFS3ERR_NOTDIR;
+  f = Fd(::open(ProcPath(dir.fd.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!f.valid()) return errno_to_nfsstat3(errno);
+  verifier = cookie_verifier(st);
+  return NFS3_OK;
+}
+
 nfsstat3 NfsService::do_readdir(const CallContext& ctx, const READDIR3args& a, READDIR3res& r) {
   Object dir;
-  if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
+  Fd f;
   struct stat st {};
-  if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
-  r.dir_attributes = to_fattr3(st, *dir.ex);
-  if (!S_ISDIR(st.st_mode)) return NFS3ERR_NOTDIR;
-  Fd f(::open(ProcPath(dir.fd.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!f.valid()) return errno_to_nfsstat3(errno);
-  r.cookieverf = cookie_verifier(st);
+  if (auto s = open_listing(ctx, a.dir, dir, f, st, r.dir_attributes, r.cookieverf); s != NFS3_OK) return s;
   const bool at_root = is_export_root(*dir.ex, st);
   std::size_t used = kReplyOverhead;
   const std::size_t budget = std::min<std::size_t>(a.count, limits_.rtmax);
@@ -96,14 +103,9 @@ nfsstat3 NfsService::do_readdir(const CallContext& ctx, const READDIR3args& a, R
 
 nfsstat3 NfsService::do_readdirplus(const CallContext& ctx, const READDIRPLUS3args& a, READDIRPLUS3res& r) {
   Object dir;
-  if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
+  Fd f;
   struct stat st {};
-  if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
-  r.dir_attributes = to_fattr3(st, *dir.ex);
-  if (!S_ISDIR(st.st_mode)) return NFS3ERR_NOTDIR;
-  Fd f(::open(ProcPath(dir.fd.get()).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!f.valid()) return errno_to_nfsstat3(errno);
-  r.cookieverf = cookie_verifier(st);
+  if (auto s = open_listing(ctx, a.dir, dir, f, st, r.dir_attributes, r.cookieverf); s != NFS3_OK) return s;
   const bool at_root = is_export_root(*dir.ex, st);
   std::size_t used = kReplyOverhead, dir_used = 0;
   const std::size_t budget = std::min<std::size_t>(a.maxcount, limits_.rtmax);

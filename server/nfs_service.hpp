@@ -68,6 +68,9 @@ class NfsService {
   // must still take the writes that follow).
   nfs3::nfsstat3 open_for_io(const CallContext& ctx, const Object& o, int flags, Fd& out) const;
   // nfs_readdir.cpp
+  // Opens a directory for listing as the caller; fills its attributes and cookie verifier.
+  nfs3::nfsstat3 open_listing(const CallContext& ctx, const nfs3::nfs_fh3& fh, Object& dir, Fd& f, struct stat& st,
+                              nfs3::post_op_attr& attrs, nfs3::verf8& verifier);
   nfs3::nfsstat3 do_readdir(const CallContext&, const nfs3::READDIR3args&, nfs3::READDIR3res&);
   nfs3::nfsstat3 do_readdirplus(const CallContext&, const nfs3::READDIRPLUS3args&, nfs3::READDIRPLUS3res&);
 
