@@ -14,22 +14,7 @@ REPEATS=${REPEATS:-3}
 DEPTH=${DEPTH:-16}
 REGION_MIB=${REGION_MIB:-128}
 PROVIDER=${PROVIDER:-tcp}
-[ "$(id -u)" = 0 ] || { echo "transport_compare: needs root (nfsrdma-server)"; exit 1; }
-WORK=$(mktemp -d /var/tmp/nfsrdma-compare-XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-NFS=$(port); MNT=$(port); RDMA=$(port); FAB=$(port)
-mkdir -p "$WORK/export"
-"$BUILD/server/nfsrdma-server" --export "$WORK/export 127.0.0.1(rw,no_root_squash,async)" --bind 127.0.0.1 \
-  --port "$NFS" --mount-port "$MNT" --rdma-port "$RDMA" --provider "$PROVIDER" --no-register \
-  --state-dir "$WORK/state" --log-level warn &
-SERVER=$!; PIDS+=("$SERVER")
-"$BUILD/bench/fabric_bench" --provider "$PROVIDER" --port "$FAB" >/dev/null &
-PIDS+=("$!")
-for p in "$NFS" "$FAB"; do for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && break; sleep 0.05; done; done
-sleep 0.3
-server_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$SERVER/stat"; }
+. "$(dirname "$0")/setup.sh"
 
 : >"$WORK/results"
 for r in $(seq "$REPEATS"); do
