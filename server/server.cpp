@@ -2,6 +2,8 @@
 
 #include <sys/random.h>
 
+#include <optional>
+
 #include "lib/base/log.hpp"
 
 namespace nfsrdma::server {
@@ -39,22 +41,15 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [d, pool](rpc::IncomingCall&& call) {
     pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
   });
-  auto nfs_port = s->tcp_->add_listener(config.bind_address, config.nfs_port, kNfsListener);
-  if (!nfs_port) return nfs_port.error();
+  // ORDER: the NFS TCP listener comes last, so that once its port accepts,
+  // MOUNT, PORTMAP and RPC-RDMA are up too (clients and tests rely on it).
   auto mount_port = s->tcp_->add_listener(config.bind_address, config.mount_port, kMountListener);
   if (!mount_port) return mount_port.error();
-  std::vector<portmap2::mapping> maps = {
-      {nfs3::kProgram, nfs3::kVersion, portmap2::IPPROTO_TCP_, *nfs_port},
-      {mount3::kProgram, mount3::kVersion, portmap2::IPPROTO_TCP_, *mount_port},
-  };
+  std::optional<std::uint16_t> pm_port;
   if (config.portmap) {
-    auto pm_port = s->tcp_->add_listener(config.bind_address, config.portmap_port, kPortmapListener);
-    if (!pm_port) return pm_port.error();
-    s->portmap_->add({portmap2::kProgram, portmap2::kVersion, portmap2::IPPROTO_TCP_, *pm_port});
-    for (const auto& m : maps) s->portmap_->add(m);
-    spdlog::info("portmap: serving on port {}", *pm_port);
-  } else if (config.register_rpcbind && register_with_rpcbind(maps, true)) {
-    s->registered_ = maps;
+    auto p = s->tcp_->add_listener(config.bind_address, config.portmap_port, kPortmapListener);
+    if (!p) return p.error();
+    pm_port = *p;
   }
   if (config.rdma) {
     rdma::RdmaServerOptions ro = config.rdma_options;
@@ -66,17 +61,33 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     });
     if (r) {
       s->rdma_ = std::move(*r);
-      spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
-                   s->rdma_->provider(), ro.credits);
     } else if (!config.rdma_options.provider.empty()) {
       return r.error();
     } else {
       spdlog::warn("RPC-over-RDMA not available ({}); serving TCP only", r.error().describe());
     }
   }
+  auto nfs_port = s->tcp_->add_listener(config.bind_address, config.nfs_port, kNfsListener);
+  if (!nfs_port) return nfs_port.error();
+  std::vector<portmap2::mapping> maps = {
+      {nfs3::kProgram, nfs3::kVersion, portmap2::IPPROTO_TCP_, *nfs_port},
+      {mount3::kProgram, mount3::kVersion, portmap2::IPPROTO_TCP_, *mount_port},
+  };
+  if (pm_port) {
+    // Nothing is served before run(), so the map is complete before any GETPORT.
+    s->portmap_->add({portmap2::kProgram, portmap2::kVersion, portmap2::IPPROTO_TCP_, *pm_port});
+    for (const auto& m : maps) s->portmap_->add(m);
+    spdlog::info("portmap: serving on port {}", *pm_port);
+  } else if (config.register_rpcbind && register_with_rpcbind(maps, true)) {
+    s->registered_ = maps;
+  }
   for (const auto& ex : s->exports_.all()) {
     spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry.path, ex->id, ex->entry.clients.size(),
                  ex->entry.clients.size() == 1 ? "y" : "ies");
+  }
+  if (s->rdma_) {
+    spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
+                 s->rdma_->provider(), config.rdma_options.credits);
   }
   spdlog::info("listening: NFSv3 on tcp port {}, MOUNTv3 on tcp port {}, {} worker threads", *nfs_port, *mount_port,
                config.threads);

@@ -8,7 +8,7 @@
 expect_error() {  # expected-text args...
   local want=$1; shift
   local out rc=0
-  out=$("$NFSRDMA_SERVER" --state-dir "$WORK/state" --bind 127.0.0.1 --no-register "$@" 2>&1 >/dev/null) || rc=$?
+  out=$("$NFSRDMA_SERVER" --state-dir "$WORK/state" --bind 127.0.0.1 --no-register --no-rdma "$@" 2>&1 >/dev/null) || rc=$?
   [ "$rc" != 0 ] || fail "exit status 0 for: $*"
   [ "$(wc -l <<<"$out")" = 1 ] || fail "more than one line for '$*': $out"
   grep -qi -- "$want" <<<"$out" || fail "'$want' not in: $out"

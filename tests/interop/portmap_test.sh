@@ -29,7 +29,8 @@ command -v rpcbind >/dev/null || skip "rpcbind is not installed (step 1 passed)"
 in_ns rpcbind -w -f &
 wait_port 111 || fail "rpcbind did not start"
 in_ns "$NFSRDMA_SERVER" --export "$EXPORT 127.0.0.1(rw,no_root_squash)" --no-rdma --state-dir "$WORK/state" >"$LOG" 2>&1 &
-wait_port 2049 || fail "server did not start"
+for _ in $(seq 100); do grep -q "registered with rpcbind" "$LOG" && break; sleep 0.05; done
+grep -q "registered with rpcbind" "$LOG" || fail "server did not register with rpcbind"
 in_ns rpcinfo -p 127.0.0.1 >"$WORK/rpcinfo"
 grep -qE '100003 +3 +tcp +2049' "$WORK/rpcinfo" || { cat "$WORK/rpcinfo"; fail "NFS not registered"; }
 grep -qE '100005 +3 +tcp +20048' "$WORK/rpcinfo" || { cat "$WORK/rpcinfo"; fail "MOUNT not registered"; }
