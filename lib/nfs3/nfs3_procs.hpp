@@ -256,14 +256,6 @@ template <class X> void codec(X& x, entry3& v) {
   x.string(v.name, kMaxNameWire);
   x.u64(v.cookie);
 }
-template <class X> void codec(X& x, READDIR3res& v) {
-  bool ok = status_ok(x, v.status);
-  xdr::xdr_optional(x, v.dir_attributes);
-  if (!ok) return;
-  codec(x, v.cookieverf);
-  xdr::xdr_list(x, v.entries, kMaxDirEntries);
-  x.boolean(v.eof);
-}
 template <class X> void codec(X& x, entryplus3& v) {
   x.u64(v.fileid);
   x.string(v.name, kMaxNameWire);
@@ -271,7 +263,10 @@ template <class X> void codec(X& x, entryplus3& v) {
   xdr::xdr_optional(x, v.name_attributes);
   xdr::xdr_optional(x, v.name_handle);
 }
-template <class X> void codec(X& x, READDIRPLUS3res& v) {
+// READDIR3res and READDIRPLUS3res differ only in their entries' type.
+template <class X, class Res>
+  requires std::is_same_v<Res, READDIR3res> || std::is_same_v<Res, READDIRPLUS3res>
+void codec(X& x, Res& v) {
   bool ok = status_ok(x, v.status);
   xdr::xdr_optional(x, v.dir_attributes);
   if (!ok) return;
