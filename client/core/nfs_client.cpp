@@ -34,9 +34,9 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
     auto p = portmap_getport(options.host, kProgram, kVersion);
     c->nfs_port_ = p ? *p : 2049;
   }
-  auto t = c->make_transport();
+  auto t = c->make_transports({});
   if (!t) return t.error();
-  c->transport_ = std::move(*t);
+  c->transports_ = std::move(*t);
   c->maintenance_ = std::thread([p = c.get()] { p->maintenance_loop(); });
   return c;
 }
@@ -45,29 +45,39 @@ NfsClient::~NfsClient() {
   stopping_ = true;
   cv_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();
-  std::shared_ptr<rpc::ClientTransport> t;
+  Transports old;
   std::map<std::uint32_t, Pending> left;
   {
     std::lock_guard lk(mu_);
-    t = std::move(transport_);
+    old.swap(transports_);
     left.swap(pending_);
   }
-  if (t) t->shutdown();
+  for (auto& t : old) t->shutdown();
   for (auto& [xid, p] : left) p.done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
 }
 
-Result<std::unique_ptr<rpc::ClientTransport>> NfsClient::make_transport() {
-  if (options_.proto == Proto::rdma) {
-    rdma::RdmaClientOptions o;
-    o.provider = options_.provider;
-    o.max_credits = options_.credits;
-    auto c = rdma::RdmaClient::connect(options_.host, nfs_port_, o);
-    if (!c) return c.error();
-    return std::unique_ptr<rpc::ClientTransport>(std::move(*c));
+Result<NfsClient::Transports> NfsClient::make_transports(const std::vector<std::span<std::uint8_t>>& regions) {
+  Transports out;
+  for (int i = 0; i < std::max(1, options_.nconnect); ++i) {
+    std::shared_ptr<rpc::ClientTransport> t;
+    if (options_.proto == Proto::rdma) {
+      rdma::RdmaClientOptions o;
+      o.provider = options_.provider;
+      o.max_credits = options_.credits;
+      auto c = rdma::RdmaClient::connect(options_.host, nfs_port_, o);
+      if (!c) return c.error();
+      t = std::move(*c);
+    } else {
+      auto c = tcp::TcpClient::connect(options_.host, nfs_port_);
+      if (!c) return c.error();
+      t = std::move(*c);
+    }
+    for (auto r : regions) {
+      if (auto reg = t->register_memory(r); !reg) return reg.error();
+    }
+    out.push_back(std::move(t));
   }
-  auto c = tcp::TcpClient::connect(options_.host, nfs_port_);
-  if (!c) return c.error();
-  return std::unique_ptr<rpc::ClientTransport>(std::move(*c));
+  return out;
 }
 
 void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, Pending p, const Identity* as, RawDone done) {
@@ -102,8 +112,10 @@ void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, Pending p, const
 std::optional<NfsClient::Outgoing> NfsClient::prepare_locked(std::uint32_t xid, Pending& p) {
   p.generation = generation_;
   p.sent_at = std::chrono::steady_clock::now();
-  if (!transport_ || reconnect_wanted_) return std::nullopt;  // sent again after the reconnect
-  return Outgoing{xid, generation_, p.message, p.payload, p.payload_view, p.reply_payload, p.sizes, transport_};
+  if (transports_.empty() || reconnect_wanted_) return std::nullopt;  // sent again after the reconnect
+  // nconnect: calls take the connections in turn.
+  auto& t = transports_[next_transport_++ % transports_.size()];
+  return Outgoing{xid, generation_, p.message, p.payload, p.payload_view, p.reply_payload, p.sizes, t};
 }
 
 void NfsClient::transmit(const Outgoing& o) {
@@ -175,16 +187,19 @@ void NfsClient::maintenance_loop() {
     if (!reconnect_wanted_) continue;
     // ORDER: a new generation first, so failures from the old transport are ignored.
     ++generation_;
-    std::shared_ptr<rpc::ClientTransport> old = std::move(transport_);
+    Transports old;
+    old.swap(transports_);
+    auto regions = regions_;  // ones added meanwhile are registered below
     lk.unlock();
-    if (old) old->shutdown();
-    Result<std::unique_ptr<rpc::ClientTransport>> fresh = make_transport();
+    for (auto& t : old) t->shutdown();
+    old.clear();
+    Result<Transports> fresh = make_transports(regions);
     for (int attempt = 1; !fresh && !stopping_; ++attempt) {
       if (attempt == 1 || attempt % 20 == 0) {
         spdlog::warn("nfs: reconnecting to {}: {}", options_.host, fresh.error().describe());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100 * attempt, 1000)));
-      fresh = make_transport();
+      fresh = make_transports(regions);
       // A soft mount gives up on calls that have waited too long meanwhile.
       if (!options_.hard) {
         std::vector<RawDone> give_up;
@@ -205,10 +220,12 @@ void NfsClient::maintenance_loop() {
     }
     lk.lock();
     if (stopping_ || !fresh) break;
-    transport_ = std::move(*fresh);
-    for (auto r : regions_) {
-      if (auto reg = transport_->register_memory(r); !reg) {
-        spdlog::warn("nfs: registering memory again after reconnecting: {}", reg.error().describe());
+    transports_ = std::move(*fresh);
+    for (std::size_t i = regions.size(); i < regions_.size(); ++i) {
+      for (auto& t : transports_) {
+        if (auto reg = t->register_memory(regions_[i]); !reg) {
+          spdlog::error("nfs: registering memory after reconnecting: {}", reg.error().describe());
+        }
       }
     }
     reconnect_wanted_ = false;
@@ -249,8 +266,8 @@ void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3re
 
 Result<void> NfsClient::register_memory(std::span<std::uint8_t> region) {
   std::lock_guard lk(mu_);
-  if (transport_) {
-    if (auto r = transport_->register_memory(region); !r) return r;
+  for (auto& t : transports_) {
+    if (auto r = t->register_memory(region); !r) return r;
   }
   regions_.push_back(region);
   return {};

@@ -39,6 +39,7 @@ struct NfsClientOptions {
   std::uint16_t mount_port = 0;  // 0: ask the portmapper
   std::string provider;          // libfabric provider for rdma
   std::uint32_t credits = 128;   // most RDMA calls in flight we accept
+  int nconnect = 1;              // connections to the server; calls are spread over them
   int timeo_ds = 600;            // mount.nfs units: tenths of a second
   int retrans = 2;
   bool hard = true;
@@ -161,7 +162,9 @@ class NfsClient {
   std::optional<Outgoing> prepare_locked(std::uint32_t xid, Pending& p);
   void transmit(const Outgoing& o);
   void on_reply(std::uint32_t xid, std::uint64_t generation, Result<std::span<const std::uint8_t>> reply);
-  Result<std::unique_ptr<rpc::ClientTransport>> make_transport();
+  using Transports = std::vector<std::shared_ptr<rpc::ClientTransport>>;
+  // options_.nconnect connections, each with `regions` registered.
+  Result<Transports> make_transports(const std::vector<std::span<std::uint8_t>>& regions);
   void maintenance_loop();
 
   NfsClientOptions options_;
@@ -171,7 +174,8 @@ class NfsClient {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::shared_ptr<rpc::ClientTransport> transport_;
+  Transports transports_;  // empty while reconnecting
+  std::size_t next_transport_ = 0;
   std::uint64_t generation_ = 0;
   bool reconnect_wanted_ = false;
   std::map<std::uint32_t, Pending> pending_;

@@ -1,0 +1,197 @@
+// Filesystem: connecting, the operations table, and the reply helpers the
+// operations share.
+#include "client/fuse/filesystem.hpp"
+
+#include <sys/sysmacros.h>
+
+#include <chrono>
+
+#include "client/core/errno_map.hpp"
+#include "lib/base/log.hpp"
+
+namespace nfsrdma::fuse {
+
+using namespace nfs3;
+
+namespace {
+constexpr std::size_t kReadChunks = 32;   // READs in flight (kernel readahead included)
+constexpr std::size_t kWriteChunks = 64;  // write-behind window, in wsize chunks
+}  // namespace
+
+Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
+  auto nfs = client::NfsClient::connect(o.nfs);
+  if (!nfs) return nfs.error();
+  std::unique_ptr<Filesystem> fs(new Filesystem(std::move(o)));
+  fs->nfs_ = std::move(*nfs);
+  auto& c = *fs->nfs_;
+  auto info = c.call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{c.root()});
+  if (!info) return info.error();
+  if (info->status != NFS3_OK) {
+    return Error{ErrorDomain::rpc, EIO, Action::fail, std::string("FSINFO: ") + nfsstat3_name(info->status)};
+  }
+  // rsize/wsize: what was asked, within the server's limits, in whole pages.
+  auto fit = [](std::uint32_t want, std::uint32_t max) {
+    std::uint32_t v = max ? std::min(want, max) : want;
+    return v >= 4096 ? v & ~4095u : v;
+  };
+  fs->options_.rsize = fit(fs->options_.rsize, info->rtmax);
+  fs->options_.wsize = fit(fs->options_.wsize, info->wtmax);
+  if (auto pc = c.call_sync<PATHCONF3res>(Proc::PATHCONF, FhArgs{c.root()}); pc && pc->status == NFS3_OK) {
+    fs->name_max_ = pc->name_max;
+  }
+  fs->read_pool_ = std::make_unique<BufferPool>(fs->options_.rsize, kReadChunks);
+  fs->write_pool_ = std::make_unique<BufferPool>(fs->options_.wsize, kWriteChunks);
+  for (auto* pool : {fs->read_pool_.get(), fs->write_pool_.get()}) {
+    if (auto r = c.register_memory(pool->region()); !r) return r.error();
+  }
+  fs->nodes_ = std::make_unique<NodeTable>(c.root());
+  fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_);
+  spdlog::info("mounted {}:{} ({})", fs->options_.nfs.host, fs->options_.nfs.export_path, describe(fs->options_));
+  return fs;
+}
+
+Filesystem::~Filesystem() = default;
+
+void Filesystem::fs_init(fuse_conn_info* conn) {
+  conn->max_write = options_.wsize;
+  conn->max_read = options_.rsize;
+  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_AUTO_INVAL_DATA;
+  conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC);
+  conn->want &= conn->capable;
+}
+
+std::shared_ptr<Node> Filesystem::node(fuse_req_t req, fuse_ino_t ino) {
+  auto n = nodes_->get(ino);
+  if (!n) fuse_reply_err(req, ESTALE);
+  return n;
+}
+
+struct stat Filesystem::to_stat(const fattr3& a, Node* n) {
+  struct stat st {};
+  static constexpr mode_t kType[] = {0, S_IFREG, S_IFDIR, S_IFBLK, S_IFCHR, S_IFLNK, S_IFSOCK, S_IFIFO};
+  auto t = static_cast<std::uint32_t>(a.type);
+  st.st_mode = (t < 8 ? kType[t] : 0) | (a.mode & 07777);
+  st.st_ino = a.fileid;
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_size = static_cast<off_t>(a.size);
+  if (n && a.type == NF3REG) {
+    st.st_size = std::max<off_t>(st.st_size, static_cast<off_t>(writes_->pending_end(*n)));
+  }
+  st.st_blocks = static_cast<blkcnt_t>((a.used + 511) / 512);
+  st.st_blksize = static_cast<blksize_t>(options_.wsize);
+  st.st_rdev = makedev(a.rdev.specdata1, a.rdev.specdata2);
+  st.st_atim = {a.atime.seconds, a.atime.nseconds};
+  st.st_mtim = {a.mtime.seconds, a.mtime.nseconds};
+  st.st_ctim = {a.ctime.seconds, a.ctime.nseconds};
+  return st;
+}
+
+// The kernel NFS client's heuristic: attributes of a file that has not
+// changed for a long time are trusted for longer, between the min and max.
+double Filesystem::attr_timeout(const fattr3& a) const {
+  if (options_.noac) return 0;
+  bool dir = a.type == NF3DIR;
+  double lo = dir ? options_.acdirmin_s : options_.acregmin_s;
+  double hi = dir ? options_.acdirmax_s : options_.acregmax_s;
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double age = now - a.mtime.seconds;
+  return std::clamp(age / 10, lo, hi);
+}
+
+void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, const fattr3& a) {
+  struct stat st = to_stat(a, n.get());
+  fuse_reply_attr(req, &st, attr_timeout(a));
+}
+
+void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a) {
+  auto n = nodes_->remember(fh);
+  fuse_entry_param e{};
+  e.ino = n->ino;
+  e.attr = to_stat(a, n.get());
+  e.attr_timeout = attr_timeout(a);
+  e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+  if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);  // the kernel never got it
+}
+
+void Filesystem::getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n) {
+  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n](Result<GETATTR3res> r) {
+    if (!r || r->status != NFS3_OK) return (void)fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+    reply_attr(req, n, r->obj_attributes);
+  }, nullptr);
+}
+
+client::Identity caller(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  client::Identity id{ctx->uid, ctx->gid, {}};
+  gid_t groups[64];
+  int n = fuse_req_getgroups(req, 64, groups);
+  for (int i = 0; i < std::min(n, 64); ++i) id.groups.push_back(groups[i]);
+  return id;
+}
+
+namespace {
+
+Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+const fuse_lowlevel_ops kOps = [] {
+  fuse_lowlevel_ops o{};
+  o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<Filesystem*>(userdata)->fs_init(conn); };
+  o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_lookup(r, p, name); };
+  o.forget = [](fuse_req_t r, fuse_ino_t ino, std::uint64_t n) {
+    fs(r).fs_forget(ino, n);
+    fuse_reply_none(r);
+  };
+  o.forget_multi = [](fuse_req_t r, std::size_t count, fuse_forget_data* list) {
+    for (std::size_t i = 0; i < count; ++i) fs(r).fs_forget(list[i].ino, list[i].nlookup);
+    fuse_reply_none(r);
+  };
+  o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_getattr(r, ino); };
+  o.setattr = [](fuse_req_t r, fuse_ino_t ino, struct stat* a, int to_set, fuse_file_info*) {
+    fs(r).fs_setattr(r, ino, a, to_set);
+  };
+  o.readlink = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_readlink(r, ino); };
+  o.mknod = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, dev_t rdev) {
+    fs(r).fs_mknod(r, p, name, mode, rdev);
+  };
+  o.mkdir = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode) { fs(r).fs_mkdir(r, p, name, mode); };
+  o.unlink = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_remove(r, p, name, Proc::REMOVE); };
+  o.rmdir = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_remove(r, p, name, Proc::RMDIR); };
+  o.symlink = [](fuse_req_t r, const char* target, fuse_ino_t p, const char* name) {
+    fs(r).fs_symlink(r, target, p, name);
+  };
+  o.rename = [](fuse_req_t r, fuse_ino_t p, const char* name, fuse_ino_t np, const char* nname, unsigned flags) {
+    fs(r).fs_rename(r, p, name, np, nname, flags);
+  };
+  o.link = [](fuse_req_t r, fuse_ino_t ino, fuse_ino_t np, const char* nname) { fs(r).fs_link(r, ino, np, nname); };
+  o.open = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_open(r, ino, fi); };
+  o.create = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, fuse_file_info* fi) {
+    fs(r).fs_create(r, p, name, mode, fi);
+  };
+  o.read = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+    fs(r).fs_read(r, ino, size, off, fi);
+  };
+  o.write = [](fuse_req_t r, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
+    fs(r).fs_write(r, ino, buf, size, off, fi);
+  };
+  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_flush(r, ino); };
+  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_flush(r, ino); };
+  // flush ran at every close(2) and committed; nothing is left to release.
+  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+  o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_opendir(r, ino, fi); };
+  o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+    fs(r).fs_readdirplus(r, ino, size, off, fi);
+  };
+  o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_releasedir(r, fi); };
+  o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
+  o.statfs = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_statfs(r, ino); };
+  o.access = [](fuse_req_t r, fuse_ino_t ino, int mask) { fs(r).fs_access(r, ino, mask); };
+  return o;
+}();
+
+}  // namespace
+
+const fuse_lowlevel_ops& Filesystem::operations() { return kOps; }
+
+}  // namespace nfsrdma::fuse

@@ -1,0 +1,98 @@
+// The FUSE low-level filesystem over client/core: each operation sends its
+// NFS call and replies to the kernel from the call's completion, so many
+// requests are in flight without a thread each (libfuse's passthrough_hp
+// shape: the `fs_*` methods reply; helpers return an errno).
+//
+// Caching: the kernel keeps attributes and dentries for the timeouts given in
+// each reply (acregmin..acregmax for files, acdirmin..acdirmax for
+// directories, longer for files unchanged for longer, 0 with noac), which is
+// the NFS attribute cache. open() always asks the server (ACCESS returns fresh
+// attributes) and keeps the kernel's cached pages only when mtime, ctime and
+// size are what the last open saw: close-to-open consistency. flush (close)
+// and fsync COMMIT the write-behind data.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <memory>
+
+#include "client/core/nfs_client.hpp"
+#include "client/fuse/buffer_pool.hpp"
+#include "client/fuse/mount_options.hpp"
+#include "client/fuse/node_table.hpp"
+#include "client/fuse/write_back.hpp"
+
+namespace nfsrdma::fuse {
+
+class Filesystem {
+ public:
+  // Mounts the export over NFS (not yet FUSE): MOUNT, FSINFO, PATHCONF, and
+  // the registered buffer pools. Errors here are the user's one-line message.
+  static Result<std::unique_ptr<Filesystem>> connect(MountOptions options);
+  ~Filesystem();
+
+  const MountOptions& options() const { return options_; }
+  // The session, for invalidating the kernel's cached attributes (open).
+  void attach(fuse_session* se) { se_ = se; }
+  static const fuse_lowlevel_ops& operations();
+
+  // The operations, called through operations()'s table.
+  void fs_init(fuse_conn_info* conn);
+  void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void fs_forget(fuse_ino_t ino, std::uint64_t n);
+  void fs_getattr(fuse_req_t req, fuse_ino_t ino);
+  void fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set);
+  void fs_readlink(fuse_req_t req, fuse_ino_t ino);
+  void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
+  void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
+  void fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, nfs3::Proc proc);
+  void fs_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name);
+  void fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+                 unsigned int flags);
+  void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
+  void fs_statfs(fuse_req_t req, fuse_ino_t ino);
+  void fs_access(fuse_req_t req, fuse_ino_t ino, int mask);
+  void fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
+  void fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  void fs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi);
+  void fs_flush(fuse_req_t req, fuse_ino_t ino);
+  void fs_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  void fs_releasedir(fuse_req_t req, fuse_file_info* fi);
+
+ private:
+  explicit Filesystem(MountOptions o) : options_(std::move(o)) {}
+
+  // The node for `ino`, or a reply of ESTALE and null.
+  std::shared_ptr<Node> node(fuse_req_t req, fuse_ino_t ino);
+  struct stat to_stat(const nfs3::fattr3& a, Node* n = nullptr);
+  double attr_timeout(const nfs3::fattr3& a) const;
+  void reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, const nfs3::fattr3& a);
+  void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a);
+  // After CREATE/MKDIR/SYMLINK/MKNOD: the entry from the reply, or LOOKUP when
+  // the server left out the handle or attributes (they are optional).
+  void reply_created(fuse_req_t req, const nfs3::nfs_fh3& dir, const std::string& name,
+                     const nfs3::CreateRes& res, fuse_file_info* fi = nullptr);
+  void getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n);
+  void read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off);
+  struct DirHandle;
+  void fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
+  using StoreEntries = std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool)>;
+  void fs_readdirplus_fallback(fuse_req_t req, const nfs3::nfs_fh3& dir, std::uint64_t cookie,
+                               const nfs3::verf8& verf, const StoreEntries& store, const client::Identity& who);
+
+  MountOptions options_;
+  std::unique_ptr<client::NfsClient> nfs_;
+  std::unique_ptr<NodeTable> nodes_;
+  std::unique_ptr<BufferPool> read_pool_, write_pool_;
+  std::unique_ptr<WriteBack> writes_;
+  std::uint32_t name_max_ = 255;
+  std::atomic<bool> readdirplus_{true};  // cleared when the server answers NOTSUPP
+  fuse_session* se_ = nullptr;
+};
+
+// The caller of `req` as AUTH_SYS sends it: uid, gid and supplementary groups.
+client::Identity caller(fuse_req_t req);
+
+}  // namespace nfsrdma::fuse

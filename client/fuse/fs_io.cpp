@@ -1,0 +1,126 @@
+// Filesystem: file data (open with close-to-open checks, exclusive create,
+// READ into registered chunks, write-behind, flush and fsync as COMMIT).
+#include <fcntl.h>
+
+#include <random>
+
+#include "client/core/errno_map.hpp"
+#include "client/fuse/filesystem.hpp"
+
+namespace nfsrdma::fuse {
+
+using namespace nfs3;
+
+namespace {
+
+template <class Res>
+int failed(const Result<Res>& r) {
+  return !r ? EIO : client::nfsstat3_to_errno(r->status);
+}
+
+}  // namespace
+
+void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto n = node(req, ino);
+  if (!n) return;
+  std::uint32_t want = 0;
+  int acc = fi->flags & O_ACCMODE;
+  if (acc == O_RDONLY || acc == O_RDWR) want |= ACCESS3_READ;
+  if (acc == O_WRONLY || acc == O_RDWR) want |= ACCESS3_MODIFY;
+  auto who = caller(req);
+  // One ACCESS answers both questions open asks the server: may this caller
+  // open it so, and has the file changed since we last opened it?
+  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, fi = *fi](Result<ACCESS3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if ((r->access & want) != want) return (void)fuse_reply_err(req, EACCES);
+    bool keep = false;
+    if (r->obj_attributes) {
+      const fattr3& a = *r->obj_attributes;
+      std::lock_guard lk(n->cto_mu);
+      keep = n->seen && n->seen_mtime == a.mtime && n->seen_ctime == a.ctime && n->seen_size == a.size;
+      n->seen = true;
+      n->seen_mtime = a.mtime;
+      n->seen_ctime = a.ctime;
+      n->seen_size = a.size;
+    }
+    if (!writes_->idle(*n)) keep = true;  // the change is our own data, still on its way
+    if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
+    fuse_file_info out = fi;
+    out.keep_cache = keep;
+    fuse_reply_open(req, &out);
+  }, &who);
+}
+
+void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  auto who = caller(req);
+  CREATE3args a{{dir->fh, name}, createmode3::UNCHECKED, {}, {}};
+  bool exclusive = fi->flags & O_EXCL;
+  if (exclusive) {
+    // RFC 1813 §3.3.8: the verifier makes a retransmitted exclusive CREATE
+    // succeed; the mode is set afterwards, since the server kept the verifier
+    // in the file's times.
+    a.mode = createmode3::EXCLUSIVE;
+    std::random_device rd;
+    for (auto& b : a.verf) b = static_cast<std::uint8_t>(rd());
+  } else {
+    a.obj_attributes.mode = mode & 07777;
+  }
+  nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dh = dir->fh, nm = std::string(name),
+                                          fi = *fi](Result<CreateRes> r) mutable {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (!exclusive || !r->obj) return reply_created(req, dh, nm, *r, &fi);
+    SETATTR3args s;
+    s.object = *r->obj;
+    s.new_attributes.mode = mode & 07777;
+    s.new_attributes.atime.how = s.new_attributes.mtime.how = time_how::SET_TO_SERVER_TIME;
+    nfs_->call<WccRes>(Proc::SETATTR, s, [this, req, dh, nm, fi, created = *r](Result<WccRes> w) mutable {
+      if (int e = failed(w)) return (void)fuse_reply_err(req, e);
+      created.obj_attributes = w->wcc.after;
+      reply_created(req, dh, nm, created, &fi);
+    }, &who);
+  }, &who);
+}
+
+void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info*) {
+  auto n = node(req, ino);
+  if (!n) return;
+  size = std::min<std::size_t>(size, options_.rsize);  // max_read keeps the kernel within it
+  if (writes_->idle(*n)) return read_chunk(req, n, size, off);
+  writes_->drain(n, [this, req, n, size, off] { read_chunk(req, n, size, off); });
+}
+
+void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off) {
+  std::uint8_t* buf = read_pool_->acquire();
+  auto who = caller(req);
+  nfs_->read(n->fh, static_cast<std::uint64_t>(off), {buf, size},
+             [this, req, buf](Result<client::NfsClient::ReadResult> r) {
+               if (!r || r->status != NFS3_OK) {
+                 fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+               } else {
+                 fuse_reply_buf(req, reinterpret_cast<const char*>(buf), r->count);
+               }
+               read_pool_->release(buf);
+             },
+             &who);
+}
+
+void Filesystem::fs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
+                          fuse_file_info*) {
+  auto n = node(req, ino);
+  if (!n) return;
+  if (size > options_.wsize) return (void)fuse_reply_err(req, EINVAL);  // max_write keeps the kernel within it
+  int e = writes_->write(n, static_cast<std::uint64_t>(off), {reinterpret_cast<const std::uint8_t*>(buf), size},
+                         caller(req));
+  if (e != 0) return (void)fuse_reply_err(req, e);
+  fuse_reply_write(req, size);
+}
+
+void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino) {
+  auto n = node(req, ino);
+  if (!n) return;
+  writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });
+}
+
+}  // namespace nfsrdma::fuse

@@ -1,0 +1,249 @@
+// Filesystem: names and attributes (LOOKUP, GETATTR, SETATTR, the create and
+// remove family, RENAME, LINK, READLINK, FSSTAT, ACCESS).
+#include <sys/sysmacros.h>
+
+#include "client/core/errno_map.hpp"
+#include "client/fuse/filesystem.hpp"
+
+namespace nfsrdma::fuse {
+
+using namespace nfs3;
+
+namespace {
+
+// 0, or the errno a failed call or an NFS status becomes.
+template <class Res>
+int failed(const Result<Res>& r) {
+  return !r ? EIO : client::nfsstat3_to_errno(r->status);
+}
+
+set_time to_set_time(bool set, bool now, const timespec& t) {
+  if (!set) return {};
+  if (now) return {time_how::SET_TO_SERVER_TIME, {}};
+  return {time_how::SET_TO_CLIENT_TIME,
+          {static_cast<std::uint32_t>(t.tv_sec), static_cast<std::uint32_t>(t.tv_nsec)}};
+}
+
+}  // namespace
+
+void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  if (std::strlen(name) > name_max_) return (void)fuse_reply_err(req, ENAMETOOLONG);
+  auto who = caller(req);
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req](Result<LOOKUP3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (r->obj_attributes) return reply_entry(req, r->object, *r->obj_attributes);
+    nfs_fh3 fh = r->object;
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [this, req, fh](Result<GETATTR3res> g) {
+      if (int e = failed(g)) return (void)fuse_reply_err(req, e);
+      reply_entry(req, fh, g->obj_attributes);
+    });
+  }, &who);
+}
+
+void Filesystem::fs_forget(fuse_ino_t ino, std::uint64_t n) { nodes_->forget(ino, n); }
+
+void Filesystem::fs_getattr(fuse_req_t req, fuse_ino_t ino) {
+  auto n = node(req, ino);
+  if (!n) return;
+  // Data still on its way would make the server's size look short.
+  if (writes_->idle(*n)) return getattr_then(req, n);
+  writes_->drain(n, [this, req, n] { getattr_then(req, n); });
+}
+
+void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set) {
+  auto n = node(req, ino);
+  if (!n) return;
+  SETATTR3args a;
+  a.object = n->fh;
+  sattr3& s = a.new_attributes;
+  if (to_set & FUSE_SET_ATTR_MODE) s.mode = attr->st_mode & 07777;
+  if (to_set & FUSE_SET_ATTR_UID) s.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) s.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) s.size = static_cast<std::uint64_t>(attr->st_size);
+  s.atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
+  s.mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
+  auto who = caller(req);
+  // ORDER: written data reaches the server before a truncate or chmod does.
+  writes_->drain(n, [this, req, n, a, who] {
+    nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n](Result<WccRes> r) {
+      if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+      if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
+      getattr_then(req, n);
+    }, &who);
+  });
+}
+
+void Filesystem::fs_readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto n = node(req, ino);
+  if (!n) return;
+  auto who = caller(req);
+  nfs_->call<READLINK3res>(Proc::READLINK, FhArgs{n->fh}, [req](Result<READLINK3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    fuse_reply_readlink(req, r->data.c_str());
+  }, &who);
+}
+
+void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::string& name, const CreateRes& res,
+                               fuse_file_info* fi) {
+  auto finish = [this, req, fi = fi ? std::optional<fuse_file_info>(*fi) : std::nullopt](const nfs_fh3& fh,
+                                                                                         const fattr3& a) {
+    if (!fi) return reply_entry(req, fh, a);
+    auto n = nodes_->remember(fh);
+    fuse_entry_param e{};
+    e.ino = n->ino;
+    e.attr = to_stat(a, n.get());
+    e.attr_timeout = attr_timeout(a);
+    e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+    {
+      std::lock_guard lk(n->cto_mu);  // a new file: nothing cached to keep
+      n->seen = true;
+      n->seen_mtime = a.mtime;
+      n->seen_ctime = a.ctime;
+      n->seen_size = a.size;
+    }
+    fuse_file_info out = *fi;
+    if (fuse_reply_create(req, &e, &out) != 0) nodes_->forget(n->ino, 1);
+  };
+  if (res.obj && res.obj_attributes) return finish(*res.obj, *res.obj_attributes);
+  auto who = caller(req);
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name}, [this, req, finish](Result<LOOKUP3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (r->obj_attributes) return finish(r->object, *r->obj_attributes);
+    nfs_fh3 fh = r->object;
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [req, fh, finish](Result<GETATTR3res> g) {
+      if (int e = failed(g)) return (void)fuse_reply_err(req, e);
+      finish(fh, g->obj_attributes);
+    });
+  }, &who);
+}
+
+void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  auto who = caller(req);
+  std::string nm = name;
+  auto done = [this, req, dh = dir->fh, nm](Result<CreateRes> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    reply_created(req, dh, nm, *r);
+  };
+  if (S_ISREG(mode)) {
+    CREATE3args a{{dir->fh, nm}, createmode3::GUARDED, {}, {}};
+    a.obj_attributes.mode = mode & 07777;
+    return nfs_->call<CreateRes>(Proc::CREATE, a, done, &who);
+  }
+  MKNOD3args a{{dir->fh, nm}, NF3FIFO, {}, {}};
+  a.attributes.mode = mode & 07777;
+  switch (mode & S_IFMT) {
+    case S_IFIFO: a.type = NF3FIFO; break;
+    case S_IFSOCK: a.type = NF3SOCK; break;
+    case S_IFCHR: a.type = NF3CHR; break;
+    case S_IFBLK: a.type = NF3BLK; break;
+    default: return (void)fuse_reply_err(req, EINVAL);
+  }
+  a.spec = {major(rdev), minor(rdev)};
+  nfs_->call<CreateRes>(Proc::MKNOD, a, done, &who);
+}
+
+void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  auto who = caller(req);
+  MKDIR3args a{{dir->fh, name}, {}};
+  a.attributes.mode = mode & 07777;
+  nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dh = dir->fh, nm = std::string(name)](Result<CreateRes> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    reply_created(req, dh, nm, *r);
+  }, &who);
+}
+
+void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  auto who = caller(req);
+  SYMLINK3args a{{dir->fh, name}, {}, target};
+  nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dh = dir->fh, nm = std::string(name)](Result<CreateRes> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    reply_created(req, dh, nm, *r);
+  }, &who);
+}
+
+void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, Proc proc) {
+  auto dir = node(req, parent);
+  if (!dir) return;
+  auto who = caller(req);
+  nfs_->call<WccRes>(proc, diropargs3{dir->fh, name}, [req](Result<WccRes> r) {
+    fuse_reply_err(req, failed(r));
+  }, &who);
+}
+
+void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                           const char* newname, unsigned int flags) {
+  // RENAME_NOREPLACE and RENAME_EXCHANGE need an atomic check NFSv3 lacks:
+  // refused, so callers fall back to a plain rename (as on a kernel NFSv3 mount).
+  if (flags != 0) return (void)fuse_reply_err(req, EINVAL);
+  auto from = node(req, parent);
+  if (!from) return;
+  auto to = node(req, newparent);
+  if (!to) return;
+  auto who = caller(req);
+  RENAME3args a{{from->fh, name}, {to->fh, newname}};
+  nfs_->call<RENAME3res>(Proc::RENAME, a, [req](Result<RENAME3res> r) { fuse_reply_err(req, failed(r)); }, &who);
+}
+
+void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  auto n = node(req, ino);
+  if (!n) return;
+  auto dir = node(req, newparent);
+  if (!dir) return;
+  auto who = caller(req);
+  LINK3args a{n->fh, {dir->fh, newname}};
+  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n](Result<LINK3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes);
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n](Result<GETATTR3res> g) {
+      if (int e = failed(g)) return (void)fuse_reply_err(req, e);
+      reply_entry(req, n->fh, g->obj_attributes);
+    });
+  }, &who);
+}
+
+void Filesystem::fs_statfs(fuse_req_t req, fuse_ino_t ino) {
+  auto n = node(req, ino);
+  if (!n) return;
+  auto who = caller(req);
+  nfs_->call<FSSTAT3res>(Proc::FSSTAT, FhArgs{n->fh}, [this, req](Result<FSSTAT3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    struct statvfs s {};
+    constexpr std::uint64_t kFrag = 4096;
+    s.f_bsize = options_.wsize;
+    s.f_frsize = kFrag;
+    s.f_blocks = r->tbytes / kFrag;
+    s.f_bfree = r->fbytes / kFrag;
+    s.f_bavail = r->abytes / kFrag;
+    s.f_files = r->tfiles;
+    s.f_ffree = r->ffiles;
+    s.f_favail = r->afiles;
+    s.f_namemax = name_max_;
+    fuse_reply_statfs(req, &s);
+  }, &who);
+}
+
+void Filesystem::fs_access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  auto n = node(req, ino);
+  if (!n) return;
+  std::uint32_t want = 0;
+  if (mask & R_OK) want |= ACCESS3_READ;
+  if (mask & W_OK) want |= ACCESS3_MODIFY;
+  if (mask & X_OK) want |= ACCESS3_EXECUTE | ACCESS3_LOOKUP;
+  auto who = caller(req);
+  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [req, mask](Result<ACCESS3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    bool ok = (!(mask & R_OK) || (r->access & ACCESS3_READ)) && (!(mask & W_OK) || (r->access & ACCESS3_MODIFY)) &&
+              (!(mask & X_OK) || (r->access & (ACCESS3_EXECUTE | ACCESS3_LOOKUP)));
+    fuse_reply_err(req, ok ? 0 : EACCES);
+  }, &who);
+}
+
+}  // namespace nfsrdma::fuse

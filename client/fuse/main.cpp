@@ -1,0 +1,156 @@
+// nfsrdma-fuse: mounts an NFSv3 export over RPC-RDMA (or TCP) with FUSE.
+// Command line as mount.fuse3 calls it (`nfsrdma host:/export /mnt -o opts`),
+// daemonising only once the mount is up, so every failure is a one-line
+// message and a non-zero exit before anything is mounted.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/statfs.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "client/fuse/filesystem.hpp"
+#include "lib/base/log.hpp"
+
+using namespace nfsrdma;
+
+namespace {
+
+constexpr int kMountFailed = 32;  // mount(8)'s "mount failure"
+
+// The parent waits on a pipe until the child reports the mount up (0) or
+// failed (its exit status), so `nfsrdma-fuse ... && ls /mnt` just works.
+int daemon_pipe = -1;
+
+void detach_or_exit() {
+  int fds[2];
+  if (::pipe(fds) != 0) return;
+  pid_t pid = ::fork();
+  if (pid < 0) return;
+  if (pid > 0) {
+    ::close(fds[1]);
+    unsigned char status = kMountFailed;
+    if (::read(fds[0], &status, 1) != 1) status = kMountFailed;
+    ::_exit(status);
+  }
+  ::close(fds[0]);
+  daemon_pipe = fds[1];
+  ::setsid();
+}
+
+void report_to_parent(unsigned char status) {
+  if (daemon_pipe < 0) return;
+  if (status == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      if (null > 2) ::close(null);
+    }
+  }
+  [[maybe_unused]] auto w = ::write(daemon_pipe, &status, 1);
+  ::close(daemon_pipe);
+  daemon_pipe = -1;
+}
+
+// The kernel NFS client reads ahead up to 15 × rsize; FUSE's default is
+// 128 KiB. Set once the kernel has the mount (statfs waits for FUSE INIT).
+void set_readahead(std::string mountpoint, std::uint32_t rsize) {
+  std::thread([mountpoint = std::move(mountpoint), rsize] {
+    struct statfs sf {};
+    struct stat st {};
+    if (::statfs(mountpoint.c_str(), &sf) != 0 || ::stat(mountpoint.c_str(), &st) != 0) return;
+    std::ofstream ra("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) +
+                     "/read_ahead_kb");
+    if (ra) ra << (15ull * rsize / 1024) << '\n';
+    if (!ra) spdlog::debug("could not set read_ahead_kb for {}", mountpoint);
+  }).detach();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nfsrdma-fuse: mount an NFSv3 export over RPC-over-RDMA (or TCP) with FUSE"};
+  std::string source, mountpoint, log_level = "info";
+  std::vector<std::string> opts;
+  bool foreground = false, debug = false;
+  app.add_option("source", source, "host:/export")->required();
+  app.add_option("mountpoint", mountpoint, "Directory to mount on")->required();
+  app.add_option("-o", opts,
+                 "Mount options as nfs(5) names them: proto=rdma|tcp, port, mountport, rsize, wsize, timeo, "
+                 "retrans, hard|soft, ro|rw, actimeo, acregmin, acregmax, acdirmin, acdirmax, noac, nconnect, "
+                 "provider=tcp|verbs|sockets, credits; and allow_other, default_permissions")
+      ->delimiter(',');
+  app.add_flag("-f,--foreground", foreground, "Stay in the foreground");
+  app.add_flag("-d,--debug", debug, "Foreground, with FUSE and NFS debug logging");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
+  app.set_version_flag("-V,--version", "nfsrdma-fuse 0.1.0");
+  CLI11_PARSE(app, argc, argv);
+  if (debug) {
+    foreground = true;
+    log_level = "debug";
+  }
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "nfsrdma-fuse: mount %s on %s: %s\n", source.c_str(), mountpoint.c_str(), why.c_str());
+    report_to_parent(kMountFailed);
+    return kMountFailed;
+  };
+  std::string joined;
+  for (auto& o : opts) joined += (joined.empty() ? "" : ",") + o;
+  auto options = fuse::parse_mount(source, joined);
+  if (!options) return fail(options.error().describe());
+  char real[PATH_MAX];
+  if (!::realpath(mountpoint.c_str(), real)) return fail(std::string("mount point: ") + std::strerror(errno));
+  mountpoint = real;
+  struct stat mst {};
+  if (::stat(real, &mst) != 0 || !S_ISDIR(mst.st_mode)) return fail("mount point is not a directory");
+
+  // ORDER: fork before any thread exists (the NFS client starts several).
+  if (!foreground) detach_or_exit();
+  if (!init_logging(log_level, foreground ? "" : "nfsrdma-fuse")) return fail("unknown log level " + log_level);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto fs = fuse::Filesystem::connect(std::move(*options));
+  if (!fs) return fail(fs.error().describe());
+  const auto& mo = (*fs)->options();
+
+  std::string fuse_opts = "fsname=" + source + ",subtype=nfsrdma,max_read=" + std::to_string(mo.rsize);
+  if (::geteuid() == 0) fuse_opts += ",allow_other";  // a network filesystem is for every user, as with nfs
+  if (mo.read_only) fuse_opts += ",ro";
+  for (auto& o : mo.fuse_args) {
+    if (o != "allow_other" || ::geteuid() != 0) fuse_opts += "," + o;
+  }
+  std::vector<const char*> fargv = {argv[0], "-o", fuse_opts.c_str()};
+  if (debug) fargv.push_back("-d");
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(fargv.size()), const_cast<char**>(fargv.data()));
+  fuse_session* se = fuse_session_new(&args, &fuse::Filesystem::operations(), sizeof(fuse_lowlevel_ops), fs->get());
+  if (!se) return fail("could not start a FUSE session");
+  (*fs)->attach(se);
+  if (fuse_set_signal_handlers(se) != 0) return fail("could not install signal handlers");
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return fail("the kernel refused the FUSE mount (is /dev/fuse there, and are you root or in fuse's group?)");
+  }
+  set_readahead(mountpoint, mo.rsize);
+  report_to_parent(0);
+  if (!foreground) [[maybe_unused]] int r = ::chdir("/");
+
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, 32);
+  fuse_loop_cfg_set_idle_threads(cfg, 8);
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  spdlog::info("unmounting {}", mountpoint);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  fs->reset();
+  return rc == 0 ? 0 : 1;
+}

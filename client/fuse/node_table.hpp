@@ -1,0 +1,55 @@
+// Kernel inode numbers (FUSE node ids) to NFS file handles. A node lives while
+// the kernel holds lookups on it (each entry reply counts one; FORGET gives
+// them back) or while write-behind still works on it. Node ids are never
+// reused, so the FUSE generation stays 0. The same file handle always maps to
+// the same node, so hard links share one kernel inode as they do on nfsd.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "client/fuse/write_back.hpp"
+#include "lib/nfs3/nfs3_types.hpp"
+
+namespace nfsrdma::fuse {
+
+struct Node {
+  fuse_ino_t ino = 0;
+  nfs3::nfs_fh3 fh;
+  std::uint64_t nlookup = 0;  // guarded by NodeTable's lock
+  FileWrites writes;          // write-behind state, its own lock
+
+  // Close-to-open: the attributes seen at the last open, to tell whether the
+  // kernel's cached pages are still the file's (guarded by cto_mu).
+  std::mutex cto_mu;
+  bool seen = false;
+  nfs3::nfstime3 seen_mtime, seen_ctime;
+  std::uint64_t seen_size = 0;
+};
+
+class NodeTable {
+ public:
+  explicit NodeTable(const nfs3::nfs_fh3& root);
+
+  // The node for `ino`, or null if the kernel named one it had forgotten.
+  std::shared_ptr<Node> get(fuse_ino_t ino);
+  // The node for `fh`, made if new, with `lookups` more kernel references.
+  std::shared_ptr<Node> remember(const nfs3::nfs_fh3& fh, std::uint64_t lookups = 1);
+  void forget(fuse_ino_t ino, std::uint64_t lookups);
+  std::size_t size();
+
+ private:
+  static std::string key(const nfs3::nfs_fh3& fh) {
+    return {reinterpret_cast<const char*>(fh.data.data()), fh.len};
+  }
+  std::mutex mu_;  // guards the maps, next_ and every Node::nlookup
+  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> by_ino_;
+  std::unordered_map<std::string, fuse_ino_t> by_fh_;
+  fuse_ino_t next_ = FUSE_ROOT_ID + 1;
+};
+
+}  // namespace nfsrdma::fuse

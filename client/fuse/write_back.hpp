@@ -1,0 +1,101 @@
+// Write-behind for the FUSE client, as the kernel NFS client does it with its
+// page cache: a write() is copied into a registered chunk and answered at
+// once; the chunk goes out as an UNSTABLE WRITE when it fills, when a write
+// lands elsewhere, when the file is flushed, or after a second of quiet. The
+// data stays in its chunk until a COMMIT returns the verifier its WRITE
+// returned; a different verifier means the server restarted and lost it, so
+// it is sent again (RFC 1813 §3.3.7, DESIGN.md).
+//
+// Theory of operation, per file (FileWrites, under its mu):
+//   Extent states: filling -> sending -> unstable -> (committed: freed).
+//   A write overlapping a `sending` extent waits until it is answered, so the
+//   server sees overlapping data in the order it was written; resends after a
+//   verifier change go one at a time, oldest first, for the same reason.
+//   drain: nothing filling or sending. commit: drain, then COMMIT, then
+//   resend and commit again until every verifier matches.
+//   The first WRITE/COMMIT error is kept and reported by the next write(),
+//   flush or fsync (close and fsync report it, as with nfs(5)).
+// WARNING: client calls are never made under a FileWrites lock: a transport
+// may run the reply callback inside the call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "client/core/nfs_client.hpp"
+#include "client/fuse/buffer_pool.hpp"
+
+namespace nfsrdma::fuse {
+
+struct Node;
+
+// One file's write-behind state; only WriteBack touches it.
+struct FileWrites {
+  struct Extent {
+    std::uint8_t* buf = nullptr;
+    std::uint64_t offset = 0;
+    std::uint32_t len = 0, sent = 0;
+    enum class State : std::uint8_t { filling, sending, unstable } state = State::filling;
+    nfs3::verf8 verf{};
+    client::Identity who;
+  };
+  std::mutex mu;
+  std::condition_variable cv;  // an extent left `sending`
+  std::list<Extent> extents;
+  int in_flight = 0;
+  int error = 0;
+  bool committing = false;
+  std::vector<std::function<void()>> drained;
+  std::vector<std::function<void(int)>> commit_waiters;
+  std::chrono::steady_clock::time_point last_write;
+};
+
+class WriteBack {
+ public:
+  WriteBack(client::NfsClient& nfs, BufferPool& pool);
+  ~WriteBack();
+
+  // Takes a copy of `data` for the file at `offset`; returns 0, or the error
+  // an earlier WRITE of this file met.
+  int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::span<const std::uint8_t> data,
+            const client::Identity& who);
+  // Runs `done` once everything written so far has been answered by the server.
+  void drain(const std::shared_ptr<Node>& n, std::function<void()> done);
+  // drain, then COMMIT until the data is stable; `done` gets 0 or the first
+  // error since the last report. A null `done` (background) reports nothing.
+  void commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
+  // The end of the data not yet committed (0 when none): a size the server's
+  // attributes may not show yet.
+  std::uint64_t pending_end(Node& n);
+  bool idle(Node& n);
+
+ private:
+  using Extent = FileWrites::Extent;
+  void send(const std::shared_ptr<Node>& n, Extent* e);
+  void on_written(const std::shared_ptr<Node>& n, Extent* e, Result<nfs3::WRITE3res> r);
+  void start_commit(const std::shared_ptr<Node>& n);
+  void finish_commit(const std::shared_ptr<Node>& n, int err);
+  void resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i);
+  void drop_locked(FileWrites& w, std::list<Extent>::iterator it);
+  void track(const std::shared_ptr<Node>& n);
+  void untrack_if_clean(Node& n);
+  void commit_all();
+  void flusher_loop();
+
+  client::NfsClient& nfs_;
+  BufferPool& pool_;
+  // Lock order: a FileWrites mu before mu_.
+  std::mutex mu_;  // guards dirty_, stopping_
+  std::condition_variable cv_;
+  std::unordered_map<Node*, std::shared_ptr<Node>> dirty_;  // files with data not yet committed
+  bool stopping_ = false;
+  std::thread flusher_;
+};
+
+}  // namespace nfsrdma::fuse
