@@ -1,0 +1,157 @@
+// nfsrdma-fuse against nfsrdma-server: file data through a real mount (big
+// copies, concurrent writers, a hard mount riding out a server restart, a
+// soft mount failing in time) and mount errors before anything is mounted.
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "tests/fuse_fixture.hpp"
+
+namespace nfsrdma::test {
+namespace {
+
+std::vector<char> pattern(std::size_t n, std::uint64_t seed) {
+  std::vector<char> v(n);
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    std::uint64_t x = rng();
+    std::memcpy(&v[i], &x, 8);
+  }
+  return v;
+}
+
+// Writes `data` in `chunk`-sized write(2)s, as cp does; returns 0 or errno.
+int write_file(const std::string& path, const std::vector<char>& data, std::size_t chunk = 128 << 10) {
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  if (fd < 0) return errno;
+  for (std::size_t off = 0; off < data.size();) {
+    ssize_t n = ::write(fd, data.data() + off, std::min(chunk, data.size() - off));
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      return e;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  return ::close(fd) == 0 ? 0 : errno;
+}
+
+bool same_as(const std::string& path, const std::vector<char>& data) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  std::vector<char> buf(1 << 20);
+  std::size_t off = 0;
+  bool same = true;
+  for (ssize_t n; same && (n = ::read(fd, buf.data(), buf.size())) > 0; off += static_cast<std::size_t>(n)) {
+    same = off + static_cast<std::size_t>(n) <= data.size() && std::memcmp(buf.data(), &data[off], n) == 0;
+  }
+  ::close(fd);
+  return same && off == data.size();
+}
+
+TEST_P(FuseMount, Copies256MiBInAndOutByteIdentical) {
+  auto data = pattern(256 << 20, 1);
+  ASSERT_EQ(write_file(m("big"), data), 0);
+  EXPECT_TRUE(same_as(e("big"), data)) << "the server's copy differs";
+  EXPECT_TRUE(same_as(m("big"), data)) << "reading back through the mount differs";
+  // Rewriting in the middle, unaligned, lands exactly.
+  int fd = ::open(m("big").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "patch", 5, 12345677), 5);
+  ASSERT_EQ(::close(fd), 0);
+  std::memcpy(&data[12345677], "patch", 5);
+  EXPECT_TRUE(same_as(e("big"), data));
+}
+
+TEST_P(FuseMount, EightProcessesWriteAndReadAtOnce) {
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      auto data = pattern(16 << 20, 100 + static_cast<std::uint64_t>(i));
+      std::string path = m("proc-" + std::to_string(i));
+      if (write_file(path, data, 64 << 10) != 0) ::_exit(1);
+      ::_exit(same_as(path, data) ? 0 : 2);
+    }
+    kids.push_back(pid);
+  }
+  for (int i = 0; i < 8; ++i) {
+    int st = 0;
+    ::waitpid(kids[i], &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "writer " << i << " status " << st;
+    EXPECT_TRUE(same_as(e("proc-" + std::to_string(i)), pattern(16 << 20, 100 + static_cast<std::uint64_t>(i))));
+  }
+}
+
+TEST_P(FuseMount, HardMountRidesOutAServerRestartDuringA512MiBCopy) {
+  auto data = pattern(512 << 20, 7);
+  int result = -1;
+  std::thread writer([&] { result = write_file(m("through-restart"), data, 1 << 20); });
+  // Kill the server once the copy is well under way, and bring it back 2 s later.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::filesystem::exists(e("through-restart")) == false ||
+         std::filesystem::file_size(e("through-restart")) < (96u << 20)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the copy did not get going";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->kill_hard();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  server_->start();
+  writer.join();
+  EXPECT_EQ(result, 0) << std::strerror(result);
+  EXPECT_TRUE(same_as(e("through-restart"), data)) << "the file differs after the restart";
+  EXPECT_NE(mount_->log().find("reconnected"), std::string::npos);
+  // The restarted server has a new write verifier: uncommitted data was sent again.
+  EXPECT_NE(mount_->log().find("write verifier changed"), std::string::npos);
+}
+
+TEST_P(FuseMount, SoftMountFailsWithEioInTime) {
+  remount("soft,timeo=5,retrans=1,noac");
+  put(m("f"), "x");
+  server_->kill_hard();
+  auto start = std::chrono::steady_clock::now();
+  struct stat s {};
+  EXPECT_EQ(::stat(m("f").c_str(), &s), -1);
+  EXPECT_EQ(errno, EIO);
+  // retrans × timeo = 1 s, plus one reconnect attempt's worth of slack.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  server_->start();
+}
+
+TEST_P(FuseMount, NconnectSpreadsCallsOverConnections) {
+  remount("nconnect=4");
+  auto data = pattern(32 << 20, 9);
+  ASSERT_EQ(write_file(m("n"), data), 0);
+  EXPECT_TRUE(same_as(m("n"), data));
+  EXPECT_TRUE(same_as(e("n"), data));
+}
+
+TEST_P(FuseMount, MountErrorsAreOneLineAndNothingIsMounted) {
+  TempDir where;
+  std::filesystem::create_directory(dir_.path() + "/closed");
+  struct Case { std::string source, options, says; };
+  std::vector<Case> cases = {
+      {"127.0.0.1:" + export_, "proto=" + GetParam() + ",mountport=" + std::to_string(free_port()), "connect"},
+      {"127.0.0.1:/not/exported", mount_options(*server_, GetParam()), "no such export"},
+      {"127.0.0.1:" + export_, mount_options(*server_, GetParam(), "frobnicate"), "unknown mount option"},
+  };
+  if (GetParam() == "rdma") {
+    cases.push_back({"127.0.0.1:" + export_, mount_options(*server_, "rdma") + ",provider=nosuch", "nosuch"});
+  }
+  for (const auto& c : cases) {
+    std::string out;
+    int status = run_mount_command({c.source, where.path(), "-o", c.options}, &out);
+    EXPECT_EQ(status, 32) << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    EXPECT_TRUE(std::filesystem::is_empty(where.path()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);
+
+}  // namespace
+}  // namespace nfsrdma::test

@@ -1,0 +1,199 @@
+// nfsrdma-fuse against nfsrdma-server: names and attributes through a real
+// mount, checked with stat(2) right after each change (post-op attributes),
+// and callers' identities reaching the server.
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+
+#include <dirent.h>
+
+#include <set>
+
+#include "tests/fuse_fixture.hpp"
+
+namespace nfsrdma::test {
+namespace {
+
+TEST_P(FuseMount, TreeChangesShowInStatAtOnce) {
+  ASSERT_EQ(::mkdir(m("d").c_str(), 0750), 0);
+  EXPECT_EQ(st(m("d")).st_mode, S_IFDIR | 0750u);
+  put(m("d/f"), "hello");
+  EXPECT_EQ(st(m("d/f")).st_size, 5);
+  EXPECT_EQ(get(e("d/f")), "hello");
+
+  // LINK: both names show two links at once.
+  ASSERT_EQ(::link(m("d/f").c_str(), m("d/g").c_str()), 0);
+  EXPECT_EQ(st(m("d/f")).st_nlink, 2u);
+  EXPECT_EQ(st(m("d/g")).st_ino, st(m("d/f")).st_ino);
+  // RENAME over an existing target replaces it.
+  put(m("d/h"), "old");
+  ASSERT_EQ(::rename(m("d/g").c_str(), m("d/h").c_str()), 0);
+  EXPECT_EQ(get(m("d/h")), "hello");
+  EXPECT_NE(::access(m("d/g").c_str(), F_OK), 0);
+  EXPECT_EQ(st(m("d/f")).st_nlink, 2u);
+  // REMOVE: the other name is back to one link.
+  ASSERT_EQ(::unlink(m("d/h").c_str()), 0);
+  EXPECT_EQ(st(m("d/f")).st_nlink, 1u);
+
+  // SETATTR: mode, owner, size, and ctime moves.
+  struct stat before = st(m("d/f"));
+  ::usleep(20000);
+  ASSERT_EQ(::chmod(m("d/f").c_str(), 0604), 0);
+  struct stat after = st(m("d/f"));
+  EXPECT_EQ(after.st_mode & 07777, 0604u);
+  EXPECT_GT(after.st_ctim.tv_sec * 1000000000L + after.st_ctim.tv_nsec,
+            before.st_ctim.tv_sec * 1000000000L + before.st_ctim.tv_nsec);
+  ASSERT_EQ(::chown(m("d/f").c_str(), 1234, 5678), 0);
+  EXPECT_EQ(st(m("d/f")).st_uid, 1234u);
+  EXPECT_EQ(st(e("d/f")).st_gid, 5678u);
+  ASSERT_EQ(::truncate(m("d/f").c_str(), 3), 0);
+  EXPECT_EQ(st(m("d/f")).st_size, 3);
+  EXPECT_EQ(get(m("d/f")), "hel");
+  ASSERT_EQ(::truncate(m("d/f").c_str(), 10000), 0);
+  EXPECT_EQ(st(e("d/f")).st_size, 10000);
+
+  // SYMLINK and READLINK.
+  ASSERT_EQ(::symlink("d/f", m("s").c_str()), 0);
+  char buf[64] = {};
+  ASSERT_EQ(::readlink(m("s").c_str(), buf, sizeof buf), 3);
+  EXPECT_STREQ(buf, "d/f");
+  EXPECT_TRUE(S_ISLNK(st(m("s")).st_mode));
+
+  // RMDIR refuses a full directory, then works.
+  EXPECT_NE(::rmdir(m("d").c_str()), 0);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  ASSERT_EQ(::unlink(m("d/f").c_str()), 0);
+  ASSERT_EQ(::rmdir(m("d").c_str()), 0);
+  EXPECT_FALSE(std::filesystem::exists(e("d")));
+}
+
+TEST_P(FuseMount, TimesFollowUtimensatIncludingNowAndOmit) {
+  put(m("t"), "x");
+  struct timespec ts[2] = {{1000000000, 5}, {1200000000, 7}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m("t").c_str(), ts, 0), 0);
+  struct stat s = st(m("t"));
+  EXPECT_EQ(s.st_atim.tv_sec, 1000000000);
+  EXPECT_EQ(s.st_mtim.tv_sec, 1200000000);
+  EXPECT_EQ(s.st_mtim.tv_nsec, 7);
+  struct timespec omit_now[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m("t").c_str(), omit_now, 0), 0);
+  s = st(m("t"));
+  EXPECT_EQ(s.st_atim.tv_sec, 1000000000);  // left alone
+  EXPECT_GT(s.st_mtim.tv_sec, time(nullptr) - 60);
+  EXPECT_EQ(st(e("t")).st_mtim.tv_sec, s.st_mtim.tv_sec);
+}
+
+TEST_P(FuseMount, RenameNoreplaceIsRefusedCleanly) {
+  put(m("a"), "a");
+  // NFSv3 has no atomic "rename unless the target exists".
+  EXPECT_EQ(::renameat2(AT_FDCWD, m("a").c_str(), AT_FDCWD, m("b").c_str(), RENAME_NOREPLACE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(get(m("a")), "a");
+  EXPECT_FALSE(std::filesystem::exists(e("b")));
+}
+
+TEST_P(FuseMount, SpecialFiles) {
+  ASSERT_EQ(::mkfifo(m("fifo").c_str(), 0640), 0);
+  ASSERT_EQ(::mknod(m("sock").c_str(), S_IFSOCK | 0600, 0), 0);
+  ASSERT_EQ(::mknod(m("chr").c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+  ASSERT_EQ(::mknod(m("blk").c_str(), S_IFBLK | 0600, makedev(8, 1)), 0);
+  ASSERT_EQ(::mknod(m("reg").c_str(), S_IFREG | 0600, 0), 0);
+  EXPECT_EQ(st(m("fifo")).st_mode, S_IFIFO | 0640u);
+  EXPECT_TRUE(S_ISSOCK(st(e("sock")).st_mode));
+  EXPECT_EQ(st(m("chr")).st_rdev, makedev(1, 3));
+  EXPECT_EQ(st(e("blk")).st_rdev, makedev(8, 1));
+  EXPECT_TRUE(S_ISREG(st(m("reg")).st_mode));
+  EXPECT_NE(::mknod(m("reg").c_str(), S_IFREG | 0600, 0), 0);
+  EXPECT_EQ(errno, EEXIST);
+}
+
+TEST_P(FuseMount, ExclusiveCreate) {
+  int fd = ::open(m("x").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0640);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  EXPECT_EQ(st(m("x")).st_mode, S_IFREG | 0640u);
+  EXPECT_EQ(st(e("x")).st_mode, S_IFREG | 0640u);
+  EXPECT_EQ(::open(m("x").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0640), -1);
+  EXPECT_EQ(errno, EEXIST);
+}
+
+TEST_P(FuseMount, ListsTenThousandEntriesCompletely) {
+  std::filesystem::create_directory(e("many"));
+  std::set<std::string> made;
+  for (int i = 0; i < 10000; ++i) {
+    std::string name = "entry-" + std::to_string(i);
+    std::ofstream(e("many/" + name));
+    made.insert(name);
+  }
+  std::set<std::string> seen;
+  DIR* d = ::opendir(m("many").c_str());
+  ASSERT_NE(d, nullptr);
+  while (auto* ent = ::readdir(d)) {
+    std::string n = ent->d_name;
+    if (n != "." && n != "..") {
+      EXPECT_TRUE(seen.insert(n).second) << "listed twice: " << n;
+    }
+  }
+  ::closedir(d);
+  EXPECT_EQ(seen, made);
+}
+
+TEST_P(FuseMount, StatfsReportsTheServersNameMax) {
+  struct statvfs s {};
+  ASSERT_EQ(::statvfs(mount_->path().c_str(), &s), 0);
+  EXPECT_EQ(s.f_namemax, 255u);
+  EXPECT_GT(s.f_blocks, 0u);
+  EXPECT_EQ(::mkdir(m(std::string(256, 'n')).c_str(), 0755), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+}
+
+TEST_P(FuseMount, CallersIdentityReachesTheServer) {
+  ASSERT_EQ(::mkdir(m("pub").c_str(), 01777), 0);
+  ASSERT_EQ(::chmod(m("pub").c_str(), 01777), 0);
+  put(m("rootfile"), "root's");
+  // A user's new files are the user's.
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] {
+    int fd = ::open(m("pub/mine").c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) return errno;
+    ::close(fd);
+    return ::mkdir(m("pub/mydir").c_str(), 0755) == 0 ? 0 : errno;
+  }), 0);
+  EXPECT_EQ(st(e("pub/mine")).st_uid, 1000u);
+  EXPECT_EQ(st(e("pub/mine")).st_gid, 1000u);
+  EXPECT_EQ(st(e("pub/mydir")).st_uid, 1000u);
+  // Permissions are the server's: no writing root's 0644 file.
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] { return ::open(m("rootfile").c_str(), O_WRONLY) < 0 ? errno : 0; }), EACCES);
+  // The sticky bit: another user may not remove it.
+  int r = as_user(1001, 1001, {}, [&] { return ::unlink(m("pub/mine").c_str()) == 0 ? 0 : errno; });
+  EXPECT_TRUE(r == EACCES || r == EPERM) << r;
+  EXPECT_TRUE(std::filesystem::exists(e("pub/mine")));
+  // Supplementary groups are sent.
+  ASSERT_EQ(::mkdir(m("team").c_str(), 0770), 0);
+  ASSERT_EQ(::chmod(m("team").c_str(), 0770), 0);  // past the umask
+  ASSERT_EQ(::chown(m("team").c_str(), 0, 2000), 0);
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] { return ::mkdir(m("team/x").c_str(), 0755) == 0 ? 0 : errno; }), EACCES);
+  EXPECT_EQ(as_user(1000, 1000, {2000}, [&] { return ::mkdir(m("team/x").c_str(), 0755) == 0 ? 0 : errno; }), 0);
+}
+
+TEST_P(FuseMount, LchownActsOnTheLink) {
+  put(m("target"), "t");
+  ASSERT_EQ(::symlink("target", m("link").c_str()), 0);
+  ASSERT_EQ(::lchown(m("link").c_str(), 4321, 4321), 0);
+  EXPECT_EQ(st(e("link")).st_uid, 4321u);
+  EXPECT_EQ(st(e("target")).st_uid, 0u);
+}
+
+TEST_P(FuseMount, CloseToOpenSeesAnotherWritersChanges) {
+  put(m("shared"), "version one");
+  EXPECT_EQ(get(m("shared")), "version one");
+  // Another client (here: the server's own disk) rewrites it, longer.
+  put(e("shared"), "version two, longer");
+  struct timespec later[2] = {{0, UTIME_NOW}, {2000000000, 0}};
+  ::utimensat(AT_FDCWD, e("shared").c_str(), later, 0);
+  EXPECT_EQ(get(m("shared")), "version two, longer");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);
+
+}  // namespace
+}  // namespace nfsrdma::test
