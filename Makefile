@@ -11,7 +11,8 @@ WERROR := $(if $(CI),-Dwerror=true,)
 # Debian 12 packages the build and the tests need.
 PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
-  libfabric-dev libnfs-utils tshark iproute2 rpcbind
+  libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
+  rsync git
 
 .PHONY: deps build build-san test demo install fuzz clean
 # Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
