@@ -12,28 +12,16 @@ REPEATS=${REPEATS:-3}
 for t in ganesha.nfsd rpcbind nfs-cp ip; do command -v $t >/dev/null || { echo "missing: $t"; exit 1; }; done
 NS=nfsrdma-bench-$$
 WORK=$(mktemp -d /var/tmp/nfsrdma-bench-XXXXXX)
-ip netns add "$NS"
-trap 'ip netns pids "$NS" | xargs -r kill 2>/dev/null; sleep 1; ip netns pids "$NS" | xargs -r kill -9 2>/dev/null; ip netns del "$NS"; rm -rf "$WORK"' EXIT
-# Daemons start with `ip netns exec` directly so $! is their own pid (ip execs them).
+. "$(dirname "$0")/../tools/ganesha-netns.sh"
+trap 'ganesha_netns_stop "$NS"; rm -rf "$WORK"' EXIT
 in_ns() { ip netns exec "$NS" "$@"; }
-in_ns ip link set lo up
 mkdir -p "$WORK/ours" "$WORK/ganesha"
-cat >"$WORK/ganesha.conf" <<CONF
-NFS_CORE_PARAM { NFS_Port = 2049; MNT_Port = 20048; Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false; }
-NFSV4 { Graceless = true; }
-EXPORT { Export_Id = 1; Path = $WORK/ganesha; Pseudo = $WORK/ganesha; Access_Type = RW; Squash = No_Root_Squash;
-         Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }
-CONF
-in_ns rpcbind -w -f &
-sleep 0.5
-ip netns exec "$NS" ganesha.nfsd -F -L "$WORK/ganesha.log" -f "$WORK/ganesha.conf" -p "$WORK/ganesha.pid" &
-GANESHA=$!
+ganesha_netns_start "$NS" "$WORK/ganesha" "$WORK" || { echo "nfs-ganesha did not start"; exit 1; }
+GANESHA=$GANESHA_PID
 ip netns exec "$NS" "$SERVER" --export "$WORK/ours 127.0.0.1(rw,no_root_squash)" --port 12049 --mount-port 12048 --no-register \
   --state-dir "$WORK/state" --log-level warn --no-rdma &
 OURS=$!
-for port in 2049 12049; do
-  for _ in $(seq 200); do in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.05; done
-done
+for _ in $(seq 200); do in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/12049" 2>/dev/null && break; sleep 0.05; done
 sleep 1
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/src"
 
