@@ -10,6 +10,7 @@ BufferPool::BufferPool(std::size_t chunk_bytes, std::size_t chunks) : chunk_(chu
   void* p = ::mmap(nullptr, chunk_ * count_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   NFSRDMA_CHECK(p != MAP_FAILED);
   base_ = static_cast<std::uint8_t*>(p);
+  ::madvise(p, chunk_ * count_, MADV_HUGEPAGE);
   for (std::size_t i = count_; i-- > 0;) free_.push_back(base_ + i * chunk_);
 }
 

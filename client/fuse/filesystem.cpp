@@ -55,9 +55,11 @@ Filesystem::~Filesystem() = default;
 void Filesystem::fs_init(fuse_conn_info* conn) {
   conn->max_write = options_.wsize;
   conn->max_read = options_.rsize;
-  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_AUTO_INVAL_DATA;
+  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_AUTO_INVAL_DATA |
+                FUSE_CAP_SPLICE_READ;
   conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC);
   conn->want &= conn->capable;
+  spdlog::debug("fuse: protocol 7.{}, capable {:#x}, want {:#x}", conn->proto_minor, conn->capable, conn->want);
 }
 
 std::shared_ptr<Node> Filesystem::node(fuse_req_t req, fuse_ino_t ino) {
@@ -172,13 +174,12 @@ const fuse_lowlevel_ops kOps = [] {
   o.read = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
     fs(r).fs_read(r, ino, size, off, fi);
   };
-  o.write = [](fuse_req_t r, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi) {
-    fs(r).fs_write(r, ino, buf, size, off, fi);
+  o.write_buf = [](fuse_req_t r, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
+    fs(r).fs_write_buf(r, ino, in, off, fi);
   };
   o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_flush(r, ino); };
   o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_flush(r, ino); };
-  // flush ran at every close(2) and committed; nothing is left to release.
-  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_release(r, fi); };
   o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_opendir(r, ino, fi); };
   o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
     fs(r).fs_readdirplus(r, ino, size, off, fi);

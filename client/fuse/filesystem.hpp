@@ -55,8 +55,9 @@ class Filesystem {
   void fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
-  void fs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off, fuse_file_info* fi);
+  void fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi);
   void fs_flush(fuse_req_t req, fuse_ino_t ino);
+  void fs_release(fuse_req_t req, fuse_file_info* fi);
   void fs_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void fs_releasedir(fuse_req_t req, fuse_file_info* fi);
@@ -75,7 +76,14 @@ class Filesystem {
   void reply_created(fuse_req_t req, const nfs3::nfs_fh3& dir, const std::string& name,
                      const nfs3::CreateRes& res, fuse_file_info* fi = nullptr);
   void getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n);
-  void read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off);
+  void read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
+                  const client::Identity& who);
+  // An open file: I/O goes out with the opener's identity, as the kernel NFS
+  // client sends it with the file's credentials (and no /proc read per I/O).
+  struct OpenFile {
+    client::Identity who;
+  };
+  static OpenFile* opened(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
   struct DirHandle;
   void fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
   using StoreEntries = std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool)>;

@@ -30,7 +30,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto who = caller(req);
   // One ACCESS answers both questions open asks the server: may this caller
   // open it so, and has the file changed since we last opened it?
-  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, fi = *fi](Result<ACCESS3res> r) {
+  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, who, fi = *fi](Result<ACCESS3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     if ((r->access & want) != want) return (void)fuse_reply_err(req, EACCES);
     bool keep = false;
@@ -47,7 +47,8 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
     fuse_file_info out = fi;
     out.keep_cache = keep;
-    fuse_reply_open(req, &out);
+    out.fh = reinterpret_cast<std::uint64_t>(new OpenFile{who});
+    if (fuse_reply_open(req, &out) != 0) delete reinterpret_cast<OpenFile*>(out.fh);
   }, &who);
 }
 
@@ -67,33 +68,41 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
   } else {
     a.obj_attributes.mode = mode & 07777;
   }
+  fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who});
   nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dh = dir->fh, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (int e = failed(r)) {
+      delete opened(&fi);
+      return (void)fuse_reply_err(req, e);
+    }
     if (!exclusive || !r->obj) return reply_created(req, dh, nm, *r, &fi);
     SETATTR3args s;
     s.object = *r->obj;
     s.new_attributes.mode = mode & 07777;
     s.new_attributes.atime.how = s.new_attributes.mtime.how = time_how::SET_TO_SERVER_TIME;
     nfs_->call<WccRes>(Proc::SETATTR, s, [this, req, dh, nm, fi, created = *r](Result<WccRes> w) mutable {
-      if (int e = failed(w)) return (void)fuse_reply_err(req, e);
+      if (int e = failed(w)) {
+        delete opened(&fi);
+        return (void)fuse_reply_err(req, e);
+      }
       created.obj_attributes = w->wcc.after;
       reply_created(req, dh, nm, created, &fi);
     }, &who);
   }, &who);
 }
 
-void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info*) {
+void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   auto n = node(req, ino);
   if (!n) return;
   size = std::min<std::size_t>(size, options_.rsize);  // max_read keeps the kernel within it
-  if (writes_->idle(*n)) return read_chunk(req, n, size, off);
-  writes_->drain(n, [this, req, n, size, off] { read_chunk(req, n, size, off); });
+  const OpenFile* f = opened(fi);
+  if (writes_->idle(*n)) return read_chunk(req, n, size, off, f->who);
+  writes_->drain(n, [this, req, n, size, off, who = f->who] { read_chunk(req, n, size, off, who); });
 }
 
-void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off) {
+void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
+                            const client::Identity& who) {
   std::uint8_t* buf = read_pool_->acquire();
-  auto who = caller(req);
   nfs_->read(n->fh, static_cast<std::uint64_t>(off), {buf, size},
              [this, req, buf](Result<client::NfsClient::ReadResult> r) {
                if (!r || r->status != NFS3_OK) {
@@ -106,15 +115,30 @@ void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std:
              &who);
 }
 
-void Filesystem::fs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
-                          fuse_file_info*) {
+// write_buf, not write: with FUSE_CAP_SPLICE_READ the data arrives in a pipe
+// holding the writer's pages, and is copied once, straight into the chunk.
+void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
   auto n = node(req, ino);
   if (!n) return;
+  std::size_t size = fuse_buf_size(in);
   if (size > options_.wsize) return (void)fuse_reply_err(req, EINVAL);  // max_write keeps the kernel within it
-  int e = writes_->write(n, static_cast<std::uint64_t>(off), {reinterpret_cast<const std::uint8_t*>(buf), size},
-                         caller(req));
+  ssize_t copied = 0;
+  int e = writes_->write(n, static_cast<std::uint64_t>(off), size, [&](std::uint8_t* dst) {
+    fuse_bufvec out{};
+    out.count = 1;
+    out.buf[0].size = size;
+    out.buf[0].mem = dst;
+    copied = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+  }, opened(fi)->who);
+  if (e == 0 && copied != static_cast<ssize_t>(size)) e = copied < 0 ? static_cast<int>(-copied) : EIO;
   if (e != 0) return (void)fuse_reply_err(req, e);
   fuse_reply_write(req, size);
+}
+
+void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
+  // flush ran at close(2) and committed; only the open's state is left.
+  delete opened(fi);
+  fuse_reply_err(req, 0);
 }
 
 void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino) {

@@ -104,16 +104,24 @@ void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::st
       n->seen_size = a.size;
     }
     fuse_file_info out = *fi;
-    if (fuse_reply_create(req, &e, &out) != 0) nodes_->forget(n->ino, 1);
+    if (fuse_reply_create(req, &e, &out) != 0) {
+      nodes_->forget(n->ino, 1);
+      delete opened(&out);
+    }
   };
   if (res.obj && res.obj_attributes) return finish(*res.obj, *res.obj_attributes);
+  // The open's state dies with a failed reply (no release will come).
+  auto fail = [req, open = fi ? opened(fi) : nullptr](int e) {
+    delete open;
+    fuse_reply_err(req, e);
+  };
   auto who = caller(req);
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name}, [this, req, finish](Result<LOOKUP3res> r) {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name}, [this, finish, fail](Result<LOOKUP3res> r) {
+    if (int e = failed(r)) return fail(e);
     if (r->obj_attributes) return finish(r->object, *r->obj_attributes);
     nfs_fh3 fh = r->object;
-    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [req, fh, finish](Result<GETATTR3res> g) {
-      if (int e = failed(g)) return (void)fuse_reply_err(req, e);
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [fh, finish, fail](Result<GETATTR3res> g) {
+      if (int e = failed(g)) return fail(e);
       finish(fh, g->obj_attributes);
     });
   }, &who);

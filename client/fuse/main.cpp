@@ -60,8 +60,10 @@ void report_to_parent(unsigned char status) {
   daemon_pipe = -1;
 }
 
-// The kernel NFS client reads ahead up to 15 × rsize; FUSE's default is
-// 128 KiB. Set once the kernel has the mount (statfs waits for FUSE INIT).
+// FUSE's default readahead is 128 KiB. The kernel NFS client uses 15 × rsize,
+// but through FUSE's device 4 × rsize measured best on loopback (1 MiB rsize:
+// 1.5 GB/s against 1.15 GB/s at 15 ×; the deeper queue only adds contention).
+// Set once the kernel has the mount (statfs waits for FUSE INIT).
 void set_readahead(std::string mountpoint, std::uint32_t rsize) {
   std::thread([mountpoint = std::move(mountpoint), rsize] {
     struct statfs sf {};
@@ -69,7 +71,7 @@ void set_readahead(std::string mountpoint, std::uint32_t rsize) {
     if (::statfs(mountpoint.c_str(), &sf) != 0 || ::stat(mountpoint.c_str(), &st) != 0) return;
     std::ofstream ra("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)) +
                      "/read_ahead_kb");
-    if (ra) ra << (15ull * rsize / 1024) << '\n';
+    if (ra) ra << (4ull * rsize / 1024) << '\n';
     if (!ra) spdlog::debug("could not set read_ahead_kb for {}", mountpoint);
   }).detach();
 }

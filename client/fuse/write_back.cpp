@@ -30,22 +30,22 @@ WriteBack::~WriteBack() {
   flusher_.join();
 }
 
-int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::span<const std::uint8_t> data,
+int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
                      const client::Identity& who) {
   FileWrites& w = n->writes;
   const std::size_t chunk = pool_.chunk_bytes();
-  NFSRDMA_CHECK(data.size() <= chunk);
+  NFSRDMA_CHECK(size <= chunk);
   std::vector<Extent*> to_send;
   std::unique_lock lk(w.mu);
   if (w.error) return w.error;
   w.last_write = Clock::now();
-  auto overlaps = [&](const Extent& e) { return offset < e.offset + e.len && e.offset < offset + data.size(); };
+  auto overlaps = [&](const Extent& e) { return offset < e.offset + e.len && e.offset < offset + size; };
   Extent* filling = (!w.extents.empty() && w.extents.back().state == State::filling) ? &w.extents.back() : nullptr;
   // Into the chunk being filled when the write starts inside it or right after it.
   if (filling && offset >= filling->offset && offset <= filling->offset + filling->len &&
-      offset + data.size() - filling->offset <= chunk && filling->who.uid == who.uid) {
-    std::memcpy(filling->buf + (offset - filling->offset), data.data(), data.size());
-    filling->len = std::max<std::uint32_t>(filling->len, static_cast<std::uint32_t>(offset + data.size() - filling->offset));
+      offset + size - filling->offset <= chunk && filling->who.uid == who.uid) {
+    fill(filling->buf + (offset - filling->offset));
+    filling->len = std::max<std::uint32_t>(filling->len, static_cast<std::uint32_t>(offset + size - filling->offset));
     if (filling->len == chunk) {
       filling->state = State::sending;
       ++w.in_flight;
@@ -72,9 +72,9 @@ int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::
     Extent& e = w.extents.emplace_back();
     e.buf = buf;
     e.offset = offset;
-    e.len = static_cast<std::uint32_t>(data.size());
+    e.len = static_cast<std::uint32_t>(size);
     e.who = who;
-    std::memcpy(buf, data.data(), data.size());
+    fill(buf);
     if (e.len == chunk) {
       e.state = State::sending;
       ++w.in_flight;

@@ -61,9 +61,11 @@ class WriteBack {
   WriteBack(client::NfsClient& nfs, BufferPool& pool);
   ~WriteBack();
 
-  // Takes a copy of `data` for the file at `offset`; returns 0, or the error
-  // an earlier WRITE of this file met.
-  int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::span<const std::uint8_t> data,
+  // Takes `size` bytes for the file at `offset`, which `fill` copies to the
+  // address it is given (FUSE's buffer may be memory or a pipe); returns 0, or
+  // the error an earlier WRITE of this file met.
+  using Fill = std::function<void(std::uint8_t* dst)>;
+  int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
             const client::Identity& who);
   // Runs `done` once everything written so far has been answered by the server.
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done);
