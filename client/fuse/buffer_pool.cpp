@@ -29,6 +29,11 @@ std::uint8_t* BufferPool::acquire(const std::function<void()>& starved) {
   return c;
 }
 
+bool BufferPool::running_low() {
+  std::lock_guard lk(mu_);
+  return free_.size() < count_ / 4;
+}
+
 void BufferPool::release(std::uint8_t* chunk) {
   NFSRDMA_CHECK(chunk >= base_ && chunk < base_ + chunk_ * count_);
   {

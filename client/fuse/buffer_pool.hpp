@@ -26,6 +26,8 @@ class BufferPool {
   // and waits for a release.
   std::uint8_t* acquire(const std::function<void()>& starved = {});
   void release(std::uint8_t* chunk);
+  // True when fewer than a quarter of the chunks are free.
+  bool running_low();
 
  private:
   std::size_t chunk_, count_;

@@ -16,6 +16,7 @@ using namespace nfs3;
 namespace {
 constexpr std::size_t kReadChunks = 32;   // READs in flight (kernel readahead included)
 constexpr std::size_t kWriteChunks = 64;  // write-behind window, in wsize chunks
+constexpr std::size_t kSmallBytes = 64 << 10, kSmallChunks = 512;  // for small scattered writes
 }  // namespace
 
 Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
@@ -41,11 +42,12 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   }
   fs->read_pool_ = std::make_unique<BufferPool>(fs->options_.rsize, kReadChunks);
   fs->write_pool_ = std::make_unique<BufferPool>(fs->options_.wsize, kWriteChunks);
-  for (auto* pool : {fs->read_pool_.get(), fs->write_pool_.get()}) {
+  fs->small_pool_ = std::make_unique<BufferPool>(std::min<std::size_t>(kSmallBytes, fs->options_.wsize), kSmallChunks);
+  for (auto* pool : {fs->read_pool_.get(), fs->write_pool_.get(), fs->small_pool_.get()}) {
     if (auto r = c.register_memory(pool->region()); !r) return r.error();
   }
   fs->nodes_ = std::make_unique<NodeTable>(c.root());
-  fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_);
+  fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_, *fs->small_pool_);
   spdlog::info("mounted {}:{} ({})", fs->options_.nfs.host, fs->options_.nfs.export_path, describe(fs->options_));
   return fs;
 }

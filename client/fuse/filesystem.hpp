@@ -93,7 +93,7 @@ class Filesystem {
   MountOptions options_;
   std::unique_ptr<client::NfsClient> nfs_;
   std::unique_ptr<NodeTable> nodes_;
-  std::unique_ptr<BufferPool> read_pool_, write_pool_;
+  std::unique_ptr<BufferPool> read_pool_, write_pool_, small_pool_;
   std::unique_ptr<WriteBack> writes_;
   std::uint32_t name_max_ = 255;
   std::atomic<bool> readdirplus_{true};  // cleared when the server answers NOTSUPP

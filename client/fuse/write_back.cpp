@@ -17,7 +17,8 @@ constexpr auto kSendAfter = std::chrono::seconds(1);     // a filling chunk idle
 constexpr auto kCommitAfter = std::chrono::seconds(5);   // unstable data idle this long is committed
 }  // namespace
 
-WriteBack::WriteBack(client::NfsClient& nfs, BufferPool& pool) : nfs_(nfs), pool_(pool) {
+WriteBack::WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small)
+    : nfs_(nfs), big_(big), small_(small) {
   flusher_ = std::thread([this] { flusher_loop(); });
 }
 
@@ -30,60 +31,85 @@ WriteBack::~WriteBack() {
   flusher_.join();
 }
 
+// The file's filling extent, now `sending` (the caller sends it), or null.
+FileWrites::Extent* WriteBack::take_filling_locked(FileWrites& w) {
+  Extent* e = std::exchange(w.filling, nullptr);
+  if (e) {
+    e->state = State::sending;
+    ++w.in_flight;
+  }
+  return e;
+}
+
 int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
                      const client::Identity& who) {
   FileWrites& w = n->writes;
-  const std::size_t chunk = pool_.chunk_bytes();
-  NFSRDMA_CHECK(size <= chunk);
-  std::vector<Extent*> to_send;
+  NFSRDMA_CHECK(size <= big_.chunk_bytes());
   std::unique_lock lk(w.mu);
   if (w.error) return w.error;
   w.last_write = Clock::now();
-  auto overlaps = [&](const Extent& e) { return offset < e.offset + e.len && e.offset < offset + size; };
-  Extent* filling = (!w.extents.empty() && w.extents.back().state == State::filling) ? &w.extents.back() : nullptr;
-  // Into the chunk being filled when the write starts inside it or right after it.
-  if (filling && offset >= filling->offset && offset <= filling->offset + filling->len &&
-      offset + size - filling->offset <= chunk && filling->who.uid == who.uid) {
-    fill(filling->buf + (offset - filling->offset));
-    filling->len = std::max<std::uint32_t>(filling->len, static_cast<std::uint32_t>(offset + size - filling->offset));
-    if (filling->len == chunk) {
-      filling->state = State::sending;
-      ++w.in_flight;
-      to_send.push_back(filling);
-    }
-  } else {
-    if (filling) {
-      filling->state = State::sending;
-      ++w.in_flight;
-      to_send.push_back(filling);
-    }
+  // Into the extent being filled when the write starts inside it or right after it.
+  if (Extent* f = w.filling; f && offset >= f->offset && offset <= f->offset + f->len &&
+                             offset + size - f->offset <= f->capacity && f->who.uid == who.uid) {
+    fill(f->buf + (offset - f->offset));
+    f->len = std::max<std::uint32_t>(f->len, static_cast<std::uint32_t>(offset + size - f->offset));
+    Extent* full = f->len == f->capacity ? take_filling_locked(w) : nullptr;
     lk.unlock();
-    for (auto* e : to_send) send(n, e);
-    to_send.clear();
-    std::uint8_t* buf = pool_.acquire([this] { commit_all(); });
+    if (full) send(n, full);
+    return 0;
+  }
+  // A new extent: what was filling goes out first.
+  if (Extent* prev = take_filling_locked(w)) {
+    lk.unlock();
+    send(n, prev);
+  } else {
+    lk.unlock();
+  }
+  BufferPool& pool = size > small_.chunk_bytes() / 2 ? big_ : small_;
+  std::uint8_t* buf = pool.acquire([this] { commit_all(); });  // all out: commit now, then wait
+  if (pool.running_low()) {
+    // Commit before writers have to wait: committed chunks are free again.
+    std::lock_guard glk(mu_);
+    commit_soon_ = true;
+    cv_.notify_all();
+  }
+  lk.lock();
+  // ORDER: overlapping data reaches the server in the order it was written.
+  // Another writer may have started a filling extent meanwhile; it goes out now.
+  Extent* other = take_filling_locked(w);
+  auto overlaps = [&](const Extent& e) { return offset < e.offset + e.len && e.offset < offset + size; };
+  if (other) {
+    lk.unlock();
+    send(n, other);
     lk.lock();
-    // ORDER: overlapping data reaches the server in the order it was written.
-    w.cv.wait(lk, [&] {
-      for (auto& e : w.extents) {
-        if (e.state == State::sending && overlaps(e)) return false;
-      }
-      return true;
-    });
-    Extent& e = w.extents.emplace_back();
-    e.buf = buf;
-    e.offset = offset;
-    e.len = static_cast<std::uint32_t>(size);
-    e.who = who;
-    fill(buf);
-    if (e.len == chunk) {
-      e.state = State::sending;
-      ++w.in_flight;
-      to_send.push_back(&e);
-    }
+  }
+  w.cv.wait(lk, [&] {
+    return std::none_of(w.extents.begin(), w.extents.end(),
+                        [&](const Extent& e) { return e.state == State::sending && overlaps(e); });
+  });
+  Extent& e = w.extents.emplace_back();
+  e.self = std::prev(w.extents.end());
+  e.pool = &pool;
+  e.buf = buf;
+  e.capacity = static_cast<std::uint32_t>(pool.chunk_bytes());
+  e.offset = offset;
+  e.len = static_cast<std::uint32_t>(size);
+  e.who = who;
+  fill(buf);
+  Extent* full = nullptr;
+  Extent* slipped = nullptr;  // another writer's filling extent, started while we waited
+  if (e.len == e.capacity) {
+    e.state = State::sending;
+    ++w.in_flight;
+    full = &e;
+  } else {
+    slipped = take_filling_locked(w);
+    w.filling = &e;
   }
   lk.unlock();
   track(n);
-  for (auto* e : to_send) send(n, e);
+  if (slipped) send(n, slipped);
+  if (full) send(n, full);
   return 0;
 }
 
@@ -103,19 +129,17 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, Result<WRI
   bool again = false;
   {
     std::lock_guard lk(w.mu);
-    auto it = std::find_if(w.extents.begin(), w.extents.end(), [&](const Extent& x) { return &x == e; });
-    NFSRDMA_CHECK(it != w.extents.end());
     int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
     if (!r) spdlog::warn("nfs: WRITE at {} failed: {}", e->offset, r.error().describe());
     if (err == 0 && r->count == 0) err = EIO;  // no progress: the server will not take it
     if (err != 0) {
       if (!w.error) w.error = err;
-      drop_locked(w, it);
+      drop_locked(w, e);
     } else if (e->sent + r->count < e->len) {
       e->sent += r->count;  // a short WRITE: send the rest
       again = true;
     } else if (r->committed == stable_how::FILE_SYNC) {
-      drop_locked(w, it);
+      drop_locked(w, e);
     } else {
       e->state = State::unstable;
       e->sent = 0;
@@ -129,9 +153,9 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, Result<WRI
   untrack_if_clean(*n);
 }
 
-void WriteBack::drop_locked(FileWrites& w, std::list<Extent>::iterator it) {
-  pool_.release(it->buf);
-  w.extents.erase(it);
+void WriteBack::drop_locked(FileWrites& w, Extent* e) {
+  e->pool->release(e->buf);
+  w.extents.erase(e->self);
 }
 
 void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done) {
@@ -139,11 +163,7 @@ void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done
   Extent* to_send = nullptr;
   {
     std::lock_guard lk(w.mu);
-    if (!w.extents.empty() && w.extents.back().state == State::filling) {
-      to_send = &w.extents.back();
-      to_send->state = State::sending;
-      ++w.in_flight;
-    }
+    to_send = take_filling_locked(w);
     if (w.in_flight > 0) {
       w.drained.push_back(std::move(done));
       done = nullptr;
@@ -154,56 +174,64 @@ void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done
 }
 
 void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<void(int)> done) {
-  drain(n, [this, n, done = std::move(done)]() mutable {
-    FileWrites& w = n->writes;
-    bool start = false;
-    {
-      std::lock_guard lk(w.mu);
-      w.commit_waiters.push_back(std::move(done));
-      if (!w.committing) start = w.committing = true;
-    }
-    if (start) start_commit(n);
-  });
+  // A background commit takes what is unstable now; a flush first waits for
+  // every write it follows to be answered (ORDER: COMMIT covers only WRITEs
+  // whose replies came back).
+  if (!done) return enqueue_commit(n, nullptr);
+  drain(n, [this, n, done = std::move(done)]() mutable { enqueue_commit(n, std::move(done)); });
 }
 
-void WriteBack::start_commit(const std::shared_ptr<Node>& n) {
+void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done) {
+  FileWrites& w = n->writes;
+  {
+    std::lock_guard lk(w.mu);
+    w.commit_waiters.push_back(std::move(done));
+    if (w.committing) return;  // the running round starts another for these when it ends
+    w.committing = true;
+  }
+  start_commit(n, {});
+}
+
+void WriteBack::start_commit(const std::shared_ptr<Node>& n, Waiters waiters) {
   FileWrites& w = n->writes;
   std::vector<Extent*> covered;
   client::Identity who;
   {
     std::lock_guard lk(w.mu);
+    for (auto& f : w.commit_waiters) waiters.push_back(std::move(f));
+    w.commit_waiters.clear();
     for (auto& e : w.extents) {
       if (e.state == State::unstable) covered.push_back(&e);
     }
     if (!covered.empty()) who = covered.back()->who;
   }
-  if (covered.empty()) return finish_commit(n, 0);
-  nfs_.call<COMMIT3res>(Proc::COMMIT, COMMIT3args{n->fh, 0, 0}, [this, n, covered](Result<COMMIT3res> r) {
+  if (covered.empty()) return finish_commit(n, std::move(waiters), 0);
+  auto on_reply = [this, n, covered, waiters = std::move(waiters)](Result<COMMIT3res> r) mutable {
     FileWrites& fw = n->writes;
     int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
     std::vector<Extent*> lost;
     {
       std::lock_guard lk(fw.mu);
       for (auto* e : covered) {
-        auto it = std::find_if(fw.extents.begin(), fw.extents.end(), [&](const Extent& x) { return &x == e; });
         if (err == 0 && e->verf != r->verf) {
           e->state = State::sending;  // the server restarted since this WRITE: send it again
           lost.push_back(e);
         } else {
-          drop_locked(fw, it);  // committed, or lost to an error reported below
+          drop_locked(fw, e);  // committed, or lost to an error reported below
         }
       }
       if (!lost.empty()) fw.in_flight += 1;  // the resend chain, one WRITE at a time
     }
     if (!lost.empty()) {
       spdlog::info("nfs: write verifier changed (server restarted); sending {} chunks again", lost.size());
-      return resend(n, std::move(lost), 0);
+      return resend(n, std::move(lost), 0, std::move(waiters));
     }
-    finish_commit(n, err);
-  }, &who);
+    finish_commit(n, std::move(waiters), err);
+  };
+  nfs_.call<COMMIT3res>(Proc::COMMIT, COMMIT3args{n->fh, 0, 0}, std::move(on_reply), &who);
 }
 
-void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i) {
+void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i, Waiters waiters) {
   if (i == list.size()) {
     std::vector<std::function<void()>> run;
     {
@@ -211,7 +239,7 @@ void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list
       if (--n->writes.in_flight == 0) run.swap(n->writes.drained);
     }
     for (auto& f : run) f();
-    return start_commit(n);
+    return start_commit(n, std::move(waiters));
   }
   Extent* e = list[i];
   WRITE3args a;
@@ -220,37 +248,38 @@ void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list
   a.count = e->len;
   a.stable = stable_how::FILE_SYNC;  // no verifier to trust until this lands
   a.data = {e->buf, e->len};
-  nfs_.write(a, [this, n, list = std::move(list), i](Result<WRITE3res> r) mutable {
+  auto on_reply = [this, n, list = std::move(list), i, waiters = std::move(waiters)](Result<WRITE3res> r) mutable {
     FileWrites& w = n->writes;
     {
       std::lock_guard lk(w.mu);
       Extent* sent = list[i];
-      auto it = std::find_if(w.extents.begin(), w.extents.end(), [&](const Extent& x) { return &x == sent; });
       int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
       if (err == 0 && r->count < sent->len) err = EIO;
       if (err != 0 && !w.error) w.error = err;
-      drop_locked(w, it);  // FILE_SYNC: stable once answered
+      drop_locked(w, sent);  // FILE_SYNC: stable once answered
     }
     n->writes.cv.notify_all();
-    resend(n, std::move(list), i + 1);
-  }, &e->who);
+    resend(n, std::move(list), i + 1, std::move(waiters));
+  };
+  nfs_.write(a, std::move(on_reply), &e->who);
 }
 
-void WriteBack::finish_commit(const std::shared_ptr<Node>& n, int err) {
+void WriteBack::finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, int err) {
   FileWrites& w = n->writes;
-  std::vector<std::function<void(int)>> waiters;
+  bool again = false;
   {
     std::lock_guard lk(w.mu);
     if (err != 0 && !w.error) w.error = err;
     err = w.error;
-    waiters.swap(w.commit_waiters);
     // Reported once, to the flush or fsync waiting now; background commits leave it for them.
     if (std::any_of(waiters.begin(), waiters.end(), [](auto& f) { return f != nullptr; })) w.error = 0;
-    w.committing = false;
+    again = !w.commit_waiters.empty();  // queued while this round ran: their data needs a round of its own
+    w.committing = again;
   }
   for (auto& f : waiters) {
     if (f) f(err);
   }
+  if (again) return start_commit(n, {});
   untrack_if_clean(*n);
 }
 
@@ -289,7 +318,10 @@ void WriteBack::commit_all() {
 
 void WriteBack::flusher_loop() {
   std::unique_lock lk(mu_);
-  while (!cv_.wait_for(lk, std::chrono::milliseconds(500), [&] { return stopping_; })) {
+  while (!stopping_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(500), [&] { return stopping_ || commit_soon_; });
+    if (stopping_) break;
+    bool now_all = std::exchange(commit_soon_, false);
     std::vector<std::shared_ptr<Node>> nodes;
     for (auto& [p, n] : dirty_) nodes.push_back(n);
     lk.unlock();
@@ -300,7 +332,7 @@ void WriteBack::flusher_loop() {
         std::lock_guard wl(n->writes.mu);
         last = n->writes.last_write;
       }
-      if (now - last > kCommitAfter) {
+      if (now_all || now - last > kCommitAfter) {
         commit(n, nullptr);
       } else if (now - last > kSendAfter) {
         drain(n, [] {});

@@ -11,8 +11,10 @@
 //   A write overlapping a `sending` extent waits until it is answered, so the
 //   server sees overlapping data in the order it was written; resends after a
 //   verifier change go one at a time, oldest first, for the same reason.
-//   drain: nothing filling or sending. commit: drain, then COMMIT, then
-//   resend and commit again until every verifier matches.
+//   drain: nothing filling or sending. commit: COMMIT what is unstable, then
+//   resend and commit again until every verifier matches; a flush or fsync
+//   drains first, so everything it follows is covered. One round at a time
+//   per file; requests that arrive meanwhile get the next round.
 //   The first WRITE/COMMIT error is kept and reported by the next write(),
 //   flush or fsync (close and fsync report it, as with nfs(5)).
 // WARNING: client calls are never made under a FileWrites lock: a transport
@@ -38,7 +40,10 @@ struct Node;
 // One file's write-behind state; only WriteBack touches it.
 struct FileWrites {
   struct Extent {
+    std::list<Extent>::iterator self;  // its place in `extents`
+    BufferPool* pool = nullptr;
     std::uint8_t* buf = nullptr;
+    std::uint32_t capacity = 0;
     std::uint64_t offset = 0;
     std::uint32_t len = 0, sent = 0;
     enum class State : std::uint8_t { filling, sending, unstable } state = State::filling;
@@ -48,6 +53,7 @@ struct FileWrites {
   std::mutex mu;
   std::condition_variable cv;  // an extent left `sending`
   std::list<Extent> extents;
+  Extent* filling = nullptr;  // at most one extent takes more writes
   int in_flight = 0;
   int error = 0;
   bool committing = false;
@@ -58,7 +64,9 @@ struct FileWrites {
 
 class WriteBack {
  public:
-  WriteBack(client::NfsClient& nfs, BufferPool& pool);
+  // `big` chunks (wsize) take large writes and sequential runs; `small` ones
+  // take small scattered writes, so those do not pin a whole chunk each.
+  WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small);
   ~WriteBack();
 
   // Takes `size` bytes for the file at `offset`, which `fill` copies to the
@@ -79,24 +87,28 @@ class WriteBack {
 
  private:
   using Extent = FileWrites::Extent;
+  Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e);
   void on_written(const std::shared_ptr<Node>& n, Extent* e, Result<nfs3::WRITE3res> r);
-  void start_commit(const std::shared_ptr<Node>& n);
-  void finish_commit(const std::shared_ptr<Node>& n, int err);
-  void resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i);
-  void drop_locked(FileWrites& w, std::list<Extent>::iterator it);
+  using Waiters = std::vector<std::function<void(int)>>;
+  void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
+  void start_commit(const std::shared_ptr<Node>& n, Waiters waiters);
+  void finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, int err);
+  void resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i, Waiters waiters);
+  void drop_locked(FileWrites& w, Extent* e);
   void track(const std::shared_ptr<Node>& n);
   void untrack_if_clean(Node& n);
   void commit_all();
   void flusher_loop();
 
   client::NfsClient& nfs_;
-  BufferPool& pool_;
+  BufferPool &big_, &small_;
   // Lock order: a FileWrites mu before mu_.
-  std::mutex mu_;  // guards dirty_, stopping_
+  std::mutex mu_;  // guards dirty_, stopping_, commit_soon_
   std::condition_variable cv_;
   std::unordered_map<Node*, std::shared_ptr<Node>> dirty_;  // files with data not yet committed
   bool stopping_ = false;
+  bool commit_soon_ = false;  // a pool runs low: the flusher commits everything now
   std::thread flusher_;
 };
 
