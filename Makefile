@@ -12,9 +12,9 @@ WERROR := $(if $(CI),-Dwerror=true,)
 PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
   libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
-  rsync git
+  rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev
 
-.PHONY: deps build build-san test demo install fuzz clean
+.PHONY: deps build build-san test demo bench install fuzz clean
 # Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
 FIO_ENGINE_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo .)
 
@@ -44,8 +44,16 @@ build-san: deps $(SAN)/build.ninja
 test: build build-san
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run_all.sh
 
+# A temporary export served and mounted over RPC-RDMA and TCP, the quick
+# comparison matrix, a table and an HTML report (bench/compare/run.py).
 demo: build
-	tools/demo.sh $(BUILD)
+	python3 bench/compare/run.py --preset quick --build $(BUILD) --out $(BUILD)/demo
+
+# The full matrix with peers (nfs-ganesha, fio's libnfs engine, kernel NFS
+# where the host has it), three repeats per cell.
+bench: build
+	tools/fio-libnfs.sh >/dev/null
+	python3 bench/compare/run.py --preset full --build $(BUILD)
 
 install: build
 	$(SUDO) meson install -C $(BUILD)

@@ -1,0 +1,138 @@
+"""Processes the comparison harness starts and measures: nfsrdma-server,
+fabric_bench, nfsrdma-fuse mounts, fio. All on loopback (or in network
+namespaces this module creates), all stopped on exit."""
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, host="127.0.0.1", seconds=10.0, netns=None):
+    end = time.time() + seconds
+    while time.time() < end:
+        cmd = ["bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}"]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns] + cmd
+        if subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {host}:{port} after {seconds:g} s")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process (its threads included)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Host:
+    """The processes of one run; stop() ends them all, in reverse order."""
+
+    def __init__(self, build, provider, keep=False):
+        self.build = os.path.abspath(build)
+        self.provider = provider
+        self.work = tempfile.mkdtemp(prefix="nfsrdma-bench-", dir="/var/tmp")
+        os.chmod(self.work, 0o755)
+        self.procs = []   # (name, Popen)
+        self.mounts = []
+        self.netns = []
+        self.keep = keep
+
+    def spawn(self, name, args, **kw):
+        log = open(os.path.join(self.work, name + ".log"), "w")
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, **kw)
+        self.procs.append((name, p))
+        return p
+
+    def start_server(self, export_options="rw,no_root_squash,async"):
+        self.export = os.path.join(self.work, "export")
+        os.makedirs(self.export, exist_ok=True)
+        self.nfs_port, self.mount_port, self.rdma_port = free_port(), free_port(), free_port()
+        self.server = self.spawn("server", [
+            f"{self.build}/server/nfsrdma-server", "--export", f"{self.export} 127.0.0.1({export_options})",
+            "--bind", "127.0.0.1", "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
+            "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register",
+            "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn"])
+        wait_port(self.nfs_port)
+        self.export_options = export_options
+        return self.server
+
+    def start_fabric_bench(self):
+        self.fab_port = free_port()
+        self.spawn("fabric_bench", [f"{self.build}/bench/fabric_bench", "--provider", self.provider,
+                                    "--port", str(self.fab_port)])
+        wait_port(self.fab_port)
+
+    def port_for(self, transport):
+        return self.rdma_port if transport == "rdma" else self.nfs_port
+
+    def mount(self, transport, options=""):
+        mnt = os.path.join(self.work, f"mnt-{transport}")
+        os.makedirs(mnt, exist_ok=True)
+        opts = (f"proto={transport},port={self.port_for(transport)},mountport={self.mount_port},"
+                f"provider={self.provider}" + ("," + options if options else ""))
+        p = self.spawn(f"fuse-{transport}", [f"{self.build}/client/fuse/nfsrdma-fuse", "-f",
+                                             f"127.0.0.1:{self.export}", mnt, "-o", opts])
+        for _ in range(400):
+            if os.path.ismount(mnt):
+                self.mounts.append(mnt)
+                return mnt, p
+            if p.poll() is not None:
+                raise RuntimeError(f"nfsrdma-fuse exited: {open(os.path.join(self.work, f'fuse-{transport}.log')).read()}")
+            time.sleep(0.025)
+        raise RuntimeError("nfsrdma-fuse did not mount in 10 s")
+
+    def stop(self):
+        for mnt in reversed(self.mounts):
+            subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
+        for _, p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for _, p in reversed(self.procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for ns in self.netns:
+            subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
+            subprocess.run(["bash", "-c", f"ip netns pids {ns} | xargs -r kill -9; ip netns del {ns}"],
+                           stderr=subprocess.DEVNULL)
+        if not self.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def run_measured(args, out_path, watch=(), env=None):
+    """Runs a command to completion; returns (wall seconds, the command's
+    CPU seconds with its children, {pid: CPU seconds} of each watched process)."""
+    before = {pid: cpu_seconds(pid) for pid in watch}
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    with open(out_path, "w") as out:
+        subprocess.run(args, stdout=out, stderr=subprocess.PIPE, check=True, env=env)
+    wall = time.time() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, own, {pid: cpu_seconds(pid) - before[pid] for pid in watch}
+
+
+def fio_summary(path, rw):
+    """Bandwidth, IOPS, bytes and completion-latency percentiles of one fio job."""
+    j = json.load(open(path))["jobs"][0]
+    side = j["write"] if "write" in rw else j["read"]
+    pct = side["clat_ns"].get("percentile", {})
+    us = lambda key: pct.get(key, 0) / 1000.0
+    return {"bw_MiBps": side["bw_bytes"] / 2**20, "iops": side["iops"], "io_bytes": side["io_bytes"],
+            "lat_us": {"p50": us("50.000000"), "p99": us("99.000000"), "p99.9": us("99.900000")}}

@@ -1,0 +1,51 @@
+"""The comparison matrix: presets, the fio command for each path, and the
+baselines every cell is divided by."""
+import itertools
+
+WORKLOADS = ("read", "write", "randread", "randwrite")
+LABEL = {"read": "seq read", "write": "seq write", "randread": "rand read", "randwrite": "rand write"}
+
+PRESETS = {
+    # make demo: the shape of every comparison in a couple of minutes.
+    "quick": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [
+        ("read", "1M", 16), ("write", "1M", 16), ("randread", "4k", 16), ("randwrite", "4k", 16)],
+        "seconds": 3, "repeats": 1, "size": "1G", "peers": False},
+    # make bench: the whole matrix, three repeats each.
+    "full": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": list(itertools.product(
+        WORKLOADS, ("4k", "64k", "1M"), (1, 16))), "seconds": 5, "repeats": 3, "size": "2G", "peers": True},
+    # the harness's own test: one cell per path, shortest runs.
+    "smoke": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [("read", "1M", 4),
+              ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False},
+}
+
+SIZE_BYTES = {"4k": 4096, "64k": 65536, "1M": 1 << 20}
+
+
+def fio_common(name, rw, bs, depth, seconds, size):
+    return [f"--name={name}", f"--rw={rw}", f"--bs={bs}", f"--iodepth={depth}", f"--size={size}",
+            "--time_based", f"--runtime={seconds}", "--percentile_list=50:99:99.9", "--output-format=json",
+            "--randrepeat=0", "--norandommap"]
+
+
+def engine_args(h, engine, transport, fname):
+    return ["fio", f"--ioengine=external:{engine}", f"--nfs_export=127.0.0.1:{h.export}",
+            f"--nfs_transport={transport}", f"--nfs_port={h.port_for(transport)}",
+            f"--nfs_mount_port={h.mount_port}", f"--nfs_provider={h.provider}", f"--filename={fname}"]
+
+
+def file_args(path):
+    """A path through the kernel (a mount, or the export itself): O_DIRECT with
+    libaio, so iodepth means calls in flight and the page cache stays out."""
+    return ["fio", "--ioengine=libaio", "--direct=1", f"--filename={path}"]
+
+
+def transport_baseline(raw, null_rate, transport, rw, bs):
+    """The limit the transport puts on a cell: raw RMA bandwidth for the size
+    (READ data moves by RDMA Write, WRITE data by RDMA Read), or the NULL-call
+    rate for small blocks. (value, unit, label) or None."""
+    if bs == "4k":
+        rate = null_rate.get(transport)
+        return (rate, "IOPS", "NULL calls") if rate else None
+    carrier = "write" if "read" in rw else "read"
+    v = raw.get((carrier, bs))
+    return (v, "MiB/s", f"raw RMA {carrier}") if v else None

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""nfsrdma comparison harness: RPC-RDMA vs TCP, the fio engine vs the FUSE
+mount, against the transport limit (raw libfabric RMA, NULL calls) and the
+storage limit (the export read and written locally), with peers where the
+host has them. Writes results.json and report.html and prints a table.
+
+  bench/compare/run.py [--preset quick|full|smoke] [--build build] [--out DIR]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import matrix  # noqa: E402
+import peers  # noqa: E402
+
+
+def host_description(h):
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next((int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    fio = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"hostname": platform.node(), "kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(),
+            "memory_MiB": mem, "fio": fio, "provider": h.provider, "export_options": h.export_options,
+            "network": "loopback"}
+
+
+class Progress:
+    def __init__(self, total):
+        self.total, self.done, self.t0 = total, 0, time.time()
+
+    def step(self, what):
+        self.done += 1
+        el = int(time.time() - self.t0)
+        print(f"[{self.done:3d}/{self.total}  {el // 60:02d}:{el % 60:02d}] {what}", file=sys.stderr, flush=True)
+
+
+def measure(h, args, out, repeats, rw, watch, server_pid=None):
+    """Runs one cell `repeats` times: medians and spread of bandwidth and IOPS,
+    latency percentiles of the median run, and CPU seconds per GiB for the
+    client (fio and every watched process but the server) and the server."""
+    server_pid = server_pid or h.server.pid
+    runs = []
+    for i in range(repeats):
+        path = f"{out}.{i}.json"
+        _, own, others = harness.run_measured(args, path, watch=watch)
+        s = harness.fio_summary(path, rw)
+        gib = s["io_bytes"] / 2**30 or 1e-9
+        s["cpu_client_s_per_GiB"] = (own + sum(v for pid, v in others.items() if pid != server_pid)) / gib
+        s["cpu_server_s_per_GiB"] = others.get(server_pid, 0) / gib
+        runs.append(s)
+    runs.sort(key=lambda r: r["iops"])
+    mid = runs[len(runs) // 2]
+    spread = lambda k: {"median": statistics.median(r[k] for r in runs), "min": min(r[k] for r in runs),
+                        "max": max(r[k] for r in runs)}
+    return {"bw_MiBps": spread("bw_MiBps"), "iops": spread("iops"), "lat_us": mid["lat_us"],
+            "cpu_client_s_per_GiB": statistics.median(r["cpu_client_s_per_GiB"] for r in runs),
+            "cpu_server_s_per_GiB": statistics.median(r["cpu_server_s_per_GiB"] for r in runs),
+            "repeats": len(runs)}
+
+
+def baselines(h, transports, seconds):
+    out = os.path.join(h.work, "raw.json")
+    with open(out, "w") as f:
+        subprocess.run([f"{h.build}/bench/fabric_bench", "--provider", h.provider, "--peer", "127.0.0.1",
+                        "--port", str(h.fab_port), "--seconds", str(seconds), "--depth", "16", "--json"],
+                       stdout=f, check=True)
+    raw = {}
+    for x in json.load(open(out))["results"]:
+        if x["unit"] == "MiB/s":
+            op = "write" if "Write" in x["test"] else "read"
+            raw[(op, {"64 KiB": "64k", "1 MiB": "1M"}.get(x["size"], x["size"]))] = x["value"]
+    null = {}
+    for t in transports:
+        r = subprocess.run([f"{h.build}/bench/nfs_bench", "--server", f"127.0.0.1:{h.export}", "--proto", t,
+                            "--port", str(h.port_for(t)), "--mount-port", str(h.mount_port), "--provider",
+                            h.provider, "--op", "null", "--depth", "16", "--seconds", str(seconds), "--json"],
+                           capture_output=True, text=True, check=True)
+        null[t] = json.loads(r.stdout)["iops"]
+    return raw, null
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(matrix.PRESETS), default="quick")
+    ap.add_argument("--build", default="build", help="meson build directory (default: build)")
+    ap.add_argument("--out", help="directory for results.json and report.html (default: BUILD/bench/<time>)")
+    ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
+    ap.add_argument("--repeats", type=int, help="override the preset's repeats")
+    ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
+    ap.add_argument("--no-peers", action="store_true", help="skip nfs-ganesha, fio's libnfs engine, kernel NFS")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
+    p = dict(matrix.PRESETS[a.preset])
+    if a.repeats:
+        p["repeats"] = a.repeats
+    if a.seconds:
+        p["seconds"] = a.seconds
+    engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")
+    if not os.path.exists(engine):
+        sys.exit(f"bench/compare: {engine} is not built (make build)")
+    out = os.path.abspath(a.out or os.path.join(a.build, "bench", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    os.makedirs(out, exist_ok=True)
+
+    h = harness.Host(a.build, a.provider)
+    try:
+        h.start_server()
+        h.start_fabric_bench()
+        result = {"preset": a.preset, "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "host": host_description(h), "seconds": p["seconds"], "repeats": p["repeats"], "cells": [],
+                  "peers": [], "unavailable": []}
+        raw, null = baselines(h, p["transports"], p["seconds"])
+        result["baselines"] = {"raw_rma_MiBps": {f"{op} {bs}": v for (op, bs), v in raw.items()},
+                               "null_calls_per_s": null}
+        mounts = {t: h.mount(t) for t in p["transports"]} if "fuse" in p["paths"] else {}
+        for t, (mnt, _) in mounts.items():
+            how = f"RPC-RDMA, libfabric {h.provider} provider" if t == "rdma" else "TCP"
+            print(f"mounted 127.0.0.1:{h.export} on {mnt} over {how}", file=sys.stderr)
+        # Lay each transport's file out once (through the engine), and one for the local baseline.
+        for t in p["transports"]:
+            subprocess.run(matrix.engine_args(h, engine, t, f"data-{t}") + [
+                "--name=layout", "--rw=write", "--bs=1M", "--iodepth=16", f"--size={p['size']}"],
+                stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(matrix.file_args(os.path.join(h.export, "data-local")) + [
+            "--name=layout", "--rw=write", "--bs=1M", "--iodepth=16", f"--size={p['size']}"],
+            stdout=subprocess.DEVNULL, check=True)
+        plan = [(t, path, c) for c in p["cells"] for t in p["transports"] for path in p["paths"]]
+        plan += [("local", "local", c) for c in p["cells"]]
+        peer_plan = peers.plan(a.preset, p) if p["peers"] and not a.no_peers else []
+        prog = Progress(len(plan) + len(peer_plan))
+        for t, path, (rw, bs, depth) in plan:
+            name = f"{t}-{path}-{rw}-{bs}-qd{depth}"
+            common = matrix.fio_common(name, rw, bs, depth, p["seconds"], p["size"])
+            watch = [h.server.pid]
+            if path == "engine":
+                args = matrix.engine_args(h, engine, t, f"data-{t}") + common
+            elif path == "fuse":
+                mnt, fuse = mounts[t]
+                args = matrix.file_args(os.path.join(mnt, f"data-{t}")) + common
+                watch.append(fuse.pid)
+            else:
+                args = matrix.file_args(os.path.join(h.export, "data-local")) + common
+            cell = {"transport": t, "path": path, "workload": rw, "bs": bs, "iodepth": depth}
+            cell.update(measure(h, args, os.path.join(h.work, name), p["repeats"], rw, watch))
+            base = matrix.transport_baseline(raw, null, t, rw, bs) if t != "local" else None
+            if base:
+                v = cell["iops"]["median"] if base[1] == "IOPS" else cell["bw_MiBps"]["median"]
+                cell["transport_limit"] = {"value": base[0], "unit": base[1], "label": base[2], "ratio": v / base[0]}
+            result["cells"].append(cell)
+            prog.step(f"{t:5} {path:6} {matrix.LABEL[rw]:10} {bs:>3} QD{depth:<2}  "
+                      f"{cell['bw_MiBps']['median']:8.0f} MiB/s {cell['iops']['median']:9.0f} IOPS")
+        local = {(c["workload"], c["bs"], c["iodepth"]): c for c in result["cells"] if c["path"] == "local"}
+        for c in result["cells"]:
+            l = local.get((c["workload"], c["bs"], c["iodepth"]))
+            if c["path"] != "local" and l and l["bw_MiBps"]["median"] > 0:
+                c["storage_ratio"] = c["bw_MiBps"]["median"] / l["bw_MiBps"]["median"]
+        peers.run(h, peer_plan, result, prog, p, measure)
+        result["unavailable"] += peers.unavailable(p["peers"] and not a.no_peers)
+        result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    finally:
+        h.stop()
+    json_path = os.path.join(out, "results.json")
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dashboards"))
+    import report  # noqa: E402
+    html = report.write(result, os.path.join(out, "report.html"))
+    print(report.table(result))
+    print(f"\nresults: {json_path}\nreport:  {html}")
+
+
+if __name__ == "__main__":
+    main()
