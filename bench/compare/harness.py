@@ -121,7 +121,9 @@ def run_measured(args, out_path, watch=(), env=None):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     with open(out_path, "w") as out:
-        subprocess.run(args, stdout=out, stderr=subprocess.PIPE, check=True, env=env)
+        r = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(args[0])} exited {r.returncode}: {r.stderr.strip()[-300:]}")
     wall = time.time() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -132,6 +134,8 @@ def fio_summary(path, rw):
     """Bandwidth, IOPS, bytes and completion-latency percentiles of one fio job."""
     j = json.load(open(path))["jobs"][0]
     side = j["write"] if "write" in rw else j["read"]
+    if side["io_bytes"] == 0:
+        raise RuntimeError(f"fio moved no data (job error {j.get('error', '?')})")
     pct = side["clat_ns"].get("percentile", {})
     us = lambda key: pct.get(key, 0) / 1000.0
     return {"bw_MiBps": side["bw_bytes"] / 2**20, "iops": side["iops"], "io_bytes": side["io_bytes"],

@@ -83,6 +83,7 @@ def run(h, peer_plan, result, prog, p, measure):
     if not peer_plan:
         return
     ganesha = start_ganesha(h) if any(s == "ganesha" for s, _, _ in peer_plan) else None
+    laid_out = set()
     for server, path, (rw, bs, depth) in peer_plan:
         name = f"{server}-{path}-{rw}-{bs}-qd{depth}"
         common = matrix.fio_common(name, rw, bs, depth, p["seconds"], p["size"])
@@ -99,15 +100,23 @@ def run(h, peer_plan, result, prog, p, measure):
                           f"{fio}; s=$?; umount {mnt}; wait $F; exit $s")
             else:
                 url = f"nfs://127.0.0.1{d}?version=3"
-                fio = " ".join(f"'{x}'" for x in [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}",
-                                                 "--filename=data-libnfs"] + common)
-                script = fio
+                fio = [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}", "--filename=data-libnfs"]
+                if ("ganesha", path) not in laid_out:  # fio's nfs engine reads only files that exist
+                    laid_out.add(("ganesha", path))
+                    subprocess.run(["ip", "netns", "exec", NS] + fio + ["--name=layout", "--rw=write", "--bs=1M",
+                                   f"--size={p['size']}"], stdout=subprocess.DEVNULL, check=True)
+                script = " ".join(f"'{x}'" for x in fio + common)
             args = ["ip", "netns", "exec", NS, "bash", "-c", script]
         else:
             server_pid = h.server.pid
             if path == "libnfs":
                 url = f"nfs://127.0.0.1{h.export}?version=3&nfsport={h.nfs_port}&mountport={h.mount_port}"
-                args = [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}", "--filename=data-libnfs"] + common
+                fio = [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}", "--filename=data-libnfs"]
+                if ("ours", path) not in laid_out:
+                    laid_out.add(("ours", path))
+                    subprocess.run(fio + ["--name=layout", "--rw=write", "--bs=1M", f"--size={p['size']}"],
+                                   stdout=subprocess.DEVNULL, check=True)
+                args = fio + common
             else:
                 args = kernel_mount_args(h, path.split("-")[1], common)
         cell = {"transport": "tcp" if not path.startswith("kernel") else path.split("-")[1], "path": path,

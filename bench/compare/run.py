@@ -94,7 +94,9 @@ def main():
     ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
     ap.add_argument("--repeats", type=int, help="override the preset's repeats")
     ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
-    ap.add_argument("--no-peers", action="store_true", help="skip nfs-ganesha, fio's libnfs engine, kernel NFS")
+    ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=None,
+                    help="measure nfs-ganesha, fio's libnfs engine and kernel NFS where present "
+                         "(default: only in the full preset)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
@@ -103,6 +105,8 @@ def main():
         p["repeats"] = a.repeats
     if a.seconds:
         p["seconds"] = a.seconds
+    if a.peers is not None:
+        p["peers"] = a.peers
     engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")
     if not os.path.exists(engine):
         sys.exit(f"bench/compare: {engine} is not built (make build)")
@@ -133,7 +137,7 @@ def main():
             stdout=subprocess.DEVNULL, check=True)
         plan = [(t, path, c) for c in p["cells"] for t in p["transports"] for path in p["paths"]]
         plan += [("local", "local", c) for c in p["cells"]]
-        peer_plan = peers.plan(a.preset, p) if p["peers"] and not a.no_peers else []
+        peer_plan = peers.plan(a.preset, p) if p["peers"] else []
         prog = Progress(len(plan) + len(peer_plan))
         for t, path, (rw, bs, depth) in plan:
             name = f"{t}-{path}-{rw}-{bs}-qd{depth}"
@@ -162,7 +166,7 @@ def main():
             if c["path"] != "local" and l and l["bw_MiBps"]["median"] > 0:
                 c["storage_ratio"] = c["bw_MiBps"]["median"] / l["bw_MiBps"]["median"]
         peers.run(h, peer_plan, result, prog, p, measure)
-        result["unavailable"] += peers.unavailable(p["peers"] and not a.no_peers)
+        result["unavailable"] += peers.unavailable(p["peers"])
         result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     finally:
         h.stop()
