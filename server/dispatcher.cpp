@@ -1,5 +1,7 @@
 #include "server/dispatcher.hpp"
 
+#include <chrono>
+
 #include "lib/base/log.hpp"
 #include "lib/base/siphash.hpp"
 #include "lib/nfs3/mount3.hpp"
@@ -31,7 +33,34 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 }  // namespace
 
+Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
+    : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc),
+      drc_hits_(metrics::registry().counter("nfsrdma_server_drc_hits_total",
+                                            "Retransmitted calls answered from the duplicate request cache")) {
+  auto& r = metrics::registry();
+  auto make = [&](const char* program, const char* proc) {
+    metrics::Labels l = {{"program", program}, {"proc", proc}};
+    return Series{&r.counter("nfsrdma_server_calls_total", "Calls answered, by program and procedure", l),
+                  &r.counter("nfsrdma_server_errors_total", "Calls answered with an RPC error or a non-OK status", l),
+                  &r.histogram("nfsrdma_server_call_seconds", "Time from a call's arrival to its reply", l)};
+  };
+  const Program programs[] = {program_for(kNfsListener), program_for(kMountListener), program_for(kPortmapListener)};
+  for (std::uint32_t p = 0; p < 3; ++p) {
+    for (std::uint32_t proc = 0; proc < kProcs; ++proc) {
+      const char* name = proc_name(programs[p], proc);
+      series_[p * kProcs + proc] = make(programs[p].name, name);
+    }
+  }
+  series_.back() = make("other", "other");
+}
+
+Dispatcher::Series& Dispatcher::series(std::uint32_t prog, std::uint32_t proc) {
+  std::uint32_t p = prog == nfs3::kProgram ? 0 : prog == mount3::kProgram ? 1 : prog == portmap2::kProgram ? 2 : 3;
+  return p < 3 && proc < kProcs ? series_[p * kProcs + proc] : series_.back();
+}
+
 void Dispatcher::handle(rpc::IncomingCall&& call) {
+  const auto started = std::chrono::steady_clock::now();
   const rpc::Peer& peer = call.channel->peer();
   xdr::Decoder d(call.message);
   auto h = rpc::decode_call(d);
@@ -100,6 +129,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
         return;
       case DuplicateRequestCache::Verdict::replay:
         spdlog::debug("rpc: replaying cached reply for xid {:#x} from {}", h->xid, peer.describe());
+        drc_hits_.inc();
         return send();
       case DuplicateRequestCache::Verdict::execute:
         break;
@@ -107,6 +137,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   }
 
   rpc::encode_accepted(out, h->xid, rpc::AcceptStat::success);
+  const std::size_t result_at = reply.bytes.size();  // every NFS and MOUNT result starts with its status
   rpc::AcceptStat stat = rpc::AcceptStat::success;
   if (prog.prog == nfs3::kProgram) {
     stat = nfs_.handle(ctx, h->proc, d, out, reply);
@@ -132,7 +163,17 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
       drc_.abandon(key);
     }
   }
+  Series& m = series(h->prog, h->proc);
+  m.calls->inc();
+  bool failed = stat != rpc::AcceptStat::success;
+  bool has_status = prog.prog == nfs3::kProgram || (prog.prog == mount3::kProgram && h->proc == 1);  // MNT
+  if (!failed && has_status && reply.bytes.size() >= result_at + 4) {
+    const auto* b = reply.bytes.data() + result_at;
+    failed = (b[0] | b[1] | b[2] | b[3]) != 0;  // NFS3_OK and MNT3_OK are 0
+  }
+  if (failed) m.errors->inc();
   send();
+  m.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
 }  // namespace nfsrdma::server

@@ -3,6 +3,9 @@
 // duplicate request cache, runs the procedure and sends the reply.
 #pragma once
 
+#include <array>
+
+#include "lib/base/metrics.hpp"
 #include "lib/rpc/transport.hpp"
 #include "server/drc.hpp"
 #include "server/mount_service.hpp"
@@ -15,8 +18,7 @@ enum Listener : int { kNfsListener = 1, kMountListener = 2, kPortmapListener = 3
 
 class Dispatcher {
  public:
-  Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
-      : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc) {}
+  Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc);
 
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
@@ -26,6 +28,18 @@ class Dispatcher {
   MountService& mount_;
   PortmapService* portmap_;
   DuplicateRequestCache& drc_;
+
+  // Per program and procedure, made once: calls, errors (RPC or NFS status)
+  // and how long each took from arrival to reply.
+  struct Series {
+    metrics::Counter* calls;
+    metrics::Counter* errors;
+    metrics::Histogram* seconds;
+  };
+  static constexpr std::uint32_t kProcs = 32;
+  std::array<Series, 3 * kProcs + 1> series_{};  // NFS, MOUNT, PORTMAP; the last for anything else
+  Series& series(std::uint32_t prog, std::uint32_t proc);
+  metrics::Counter& drc_hits_;
 };
 
 }  // namespace nfsrdma::server

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "lib/base/log.hpp"
+#include "lib/base/metrics_http.hpp"
 #include "server/server.hpp"
 
 using namespace nfsrdma;
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")
       ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
   app.add_option("--state-dir", cfg.state_dir, "Where the file handle key is kept")->capture_default_str();
+  std::string metrics_address;
+  app.add_option("--metrics", metrics_address, "Serve Prometheus metrics on HOST:PORT (GET /metrics)");
   app.add_flag("-v,--verbose", verbose, "Log at debug level");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -80,6 +83,12 @@ int main(int argc, char** argv) {
 
   auto srv = server::Server::start(cfg);
   if (!srv) return fail(srv.error().describe());
+  std::unique_ptr<metrics::HttpEndpoint> metrics_http;
+  if (!metrics_address.empty()) {
+    auto m = metrics::HttpEndpoint::start(metrics_address);
+    if (!m) return fail(m.error().describe());
+    metrics_http = std::move(*m);
+  }
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);

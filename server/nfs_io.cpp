@@ -9,9 +9,20 @@
 
 #include <cerrno>
 
+#include "lib/base/metrics.hpp"
 #include "server/nfs_service.hpp"
 
 namespace nfsrdma::server {
+
+namespace {
+metrics::Counter& io_bytes(bool written) {
+  static metrics::Counter& read = metrics::registry().counter("nfsrdma_server_bytes_total",
+                                                              "File data read and written for clients", {{"op", "read"}});
+  static metrics::Counter& write = metrics::registry().counter(
+      "nfsrdma_server_bytes_total", "File data read and written for clients", {{"op", "write"}});
+  return written ? write : read;
+}
+}  // namespace
 
 using namespace nfs3;
 
@@ -74,6 +85,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     reply.payload_offset = out.size();
     reply.payload_length = got;
     reply.payload_in_area = true;
+    io_bytes(false).inc(got);
     return;
   }
 
@@ -99,6 +111,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   out.commit_opaque(data_at, static_cast<std::uint32_t>(got));
   reply.payload_offset = data_at + 4;
   reply.payload_length = got;
+  io_bytes(false).inc(got);
 }
 
 nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE3res& r) {
@@ -127,6 +140,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
     }
   }
   r.count = static_cast<std::uint32_t>(done);
+  io_bytes(true).inc(done);
   r.committed = a.stable;
   r.verf = write_verf_;
   r.file_wcc.after = post_op(o);

@@ -6,6 +6,7 @@
 
 #include "client/core/mount_client.hpp"
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/rpc/sync_call.hpp"
 #include "lib/transport/rdma/rdma_client.hpp"
 #include "lib/transport/tcp/tcp_client.hpp"
@@ -14,8 +15,49 @@ namespace nfsrdma::client {
 
 using namespace nfs3;
 
+namespace {
+
+// Per procedure, shared by every client in the process (nconnect, fio jobs).
+struct ProcSeries {
+  metrics::Counter* calls;
+  metrics::Counter* errors;
+  metrics::Histogram* seconds;
+};
+ProcSeries& proc_series(Proc proc) {
+  static constexpr std::uint32_t kProcs = 22;
+  static std::array<ProcSeries, kProcs + 1> table = [] {
+    std::array<ProcSeries, kProcs + 1> t{};
+    auto& r = metrics::registry();
+    for (std::uint32_t i = 0; i <= kProcs; ++i) {
+      metrics::Labels l = {{"proc", i < kProcs ? proc_name(i) : "other"}};
+      t[i] = {&r.counter("nfsrdma_client_calls_total", "NFS calls completed, by procedure", l),
+              &r.counter("nfsrdma_client_errors_total", "NFS calls that failed or returned a non-OK status", l),
+              &r.histogram("nfsrdma_client_call_seconds", "Time from a call's submission to its reply", l)};
+    }
+    return t;
+  }();
+  auto i = static_cast<std::uint32_t>(proc);
+  return table[std::min(i, kProcs)];
+}
+
+metrics::Counter& client_counter(const char* name, const char* help, const char* op = nullptr) {
+  return op ? metrics::registry().counter(name, help, {{"op", op}}) : metrics::registry().counter(name, help);
+}
+
+// Made when a client connects, so they read 0 rather than being absent.
+metrics::Counter& reconnects_counter() {
+  return client_counter("nfsrdma_client_reconnects_total", "Reconnections after a failure or timeout");
+}
+metrics::Counter& retransmits_counter() {
+  return client_counter("nfsrdma_client_retransmits_total", "Calls sent again after a reconnect");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& options) {
   std::unique_ptr<NfsClient> c(new NfsClient(options));
+  reconnects_counter();
+  retransmits_counter();
   char host[256] = "nfsrdma";
   ::gethostname(host, sizeof host - 1);
   c->machine_ = host;
@@ -96,7 +138,15 @@ void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, Pending p, const
   message.insert(message.end(), args.begin(), args.end());
   p.message = std::make_shared<const std::vector<std::uint8_t>>(std::move(message));
   if (!p.payload) p.payload = std::make_shared<const std::vector<std::uint8_t>>();
-  p.done = std::move(done);
+  // Metrics: every completion, whatever its path (reply, error, timeout).
+  p.done = [&series = proc_series(proc), started = std::chrono::steady_clock::now(),
+            done = std::move(done)](Result<std::span<const std::uint8_t>> r) {
+    series.calls->inc();
+    // Every NFSv3 result but NULL's starts with its nfsstat3; NFS3_OK is 0.
+    if (!r || (r->size() >= 4 && ((*r)[0] | (*r)[1] | (*r)[2] | (*r)[3]) != 0)) series.errors->inc();
+    series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    done(std::move(r));
+  };
   std::optional<Outgoing> out;
   {
     std::lock_guard lk(mu_);
@@ -230,6 +280,8 @@ void NfsClient::maintenance_loop() {
     }
     reconnect_wanted_ = false;
     ++reconnects_;
+    reconnects_counter().inc();
+    retransmits_counter().inc(pending_.size());
     spdlog::info("nfs: reconnected to {}; resending {} calls", options_.host, pending_.size());
     std::vector<Outgoing> again;
     for (auto& [xid, p] : pending_) {
@@ -260,6 +312,8 @@ void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3re
     if (!reply) return done(reply.error());
     WRITE3res res;
     if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
+    static auto& written = client_counter("nfsrdma_client_bytes_total", "File data read and written", "write");
+    if (res.status == NFS3_OK) written.inc(res.count);
     done(std::move(res));
   });
 }
@@ -313,6 +367,8 @@ void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uin
       }
     }
     if (auto r = d.result(); !r) return done(r.error());
+    static auto& read = client_counter("nfsrdma_client_bytes_total", "File data read and written", "read");
+    if (out.status == NFS3_OK) read.inc(out.count);
     done(out);
   });
 }

@@ -17,6 +17,7 @@
 
 #include "client/fuse/filesystem.hpp"
 #include "lib/base/log.hpp"
+#include "lib/base/metrics_http.hpp"
 
 using namespace nfsrdma;
 
@@ -88,8 +89,11 @@ int main(int argc, char** argv) {
   app.add_option("-o", opts,
                  "Mount options as nfs(5) names them: proto=rdma|tcp, port, mountport, rsize, wsize, timeo, "
                  "retrans, hard|soft, ro|rw, actimeo, acregmin, acregmax, acdirmin, acdirmax, noac, nconnect, "
-                 "provider=tcp|verbs|sockets, credits; and allow_other, default_permissions")
+                 "provider=tcp|verbs|sockets, credits, metrics=HOST:PORT; and allow_other, default_permissions")
       ->delimiter(',');
+  std::string metrics_address;
+  app.add_option("--metrics", metrics_address,
+                 "Serve Prometheus metrics on HOST:PORT (also -o metrics=HOST:PORT, for fstab)");
   app.add_flag("-f,--foreground", foreground, "Stay in the foreground");
   app.add_flag("-d,--debug", debug, "Foreground, with FUSE and NFS debug logging");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
   for (auto& o : opts) joined += (joined.empty() ? "" : ",") + o;
   auto options = fuse::parse_mount(source, joined);
   if (!options) return fail(options.error().describe());
+  if (!metrics_address.empty()) options->metrics = metrics_address;
   char real[PATH_MAX];
   if (!::realpath(mountpoint.c_str(), real)) return fail(std::string("mount point: ") + std::strerror(errno));
   mountpoint = real;
@@ -118,6 +123,12 @@ int main(int argc, char** argv) {
   if (!foreground) detach_or_exit();
   if (!init_logging(log_level, foreground ? "" : "nfsrdma-fuse")) return fail("unknown log level " + log_level);
   ::signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<metrics::HttpEndpoint> metrics_http;
+  if (!options->metrics.empty()) {
+    auto m = metrics::HttpEndpoint::start(options->metrics);
+    if (!m) return fail(m.error().describe());
+    metrics_http = std::move(*m);
+  }
   auto fs = fuse::Filesystem::connect(std::move(*options));
   if (!fs) return fail(fs.error().describe());
   const auto& mo = (*fs)->options();

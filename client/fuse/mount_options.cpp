@@ -74,6 +74,8 @@ Result<MountOptions> parse_mount(std::string_view source, std::string_view optio
       else return bad("proto=" + std::string(val) + ": only rdma and tcp are supported");
     } else if (key == "rdma" && !has_val) {
       o.nfs.proto = client::Proto::rdma;
+    } else if (key == "metrics" && has_val) {
+      o.metrics = std::string(val);
     } else if (key == "provider" && has_val) {
       o.nfs.provider = std::string(val);
     } else if (key == "port") {

@@ -19,6 +19,7 @@ struct MountOptions {
   int acregmin_s = 3, acregmax_s = 60, acdirmin_s = 30, acdirmax_s = 60;
   bool noac = false;
   std::vector<std::string> fuse_args;      // handed to libfuse as -o NAME
+  std::string metrics;                     // HOST:PORT for Prometheus metrics, empty for none
 };
 
 // `source` is host:/export ([v6addr]:/export for IPv6); `options` a comma

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/base/metrics.hpp"
+
 namespace nfsrdma::rdma {
 
 Result<std::unique_ptr<SlotPool>> SlotPool::create(fabric::Domain& domain, std::size_t count, std::size_t slot_bytes,
@@ -97,6 +99,15 @@ Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx,
     if (done == len) break;
   }
   if (done < len) return Error{ErrorDomain::rpc, 0, Action::fail, "rpcrdma: chunk smaller than its data"};
+  static auto& r = metrics::registry();
+  static metrics::Counter* ops[2] = {
+      &r.counter("nfsrdma_rdma_ops_total", "RDMA Reads and Writes posted (chunk data)", {{"op", "read"}}),
+      &r.counter("nfsrdma_rdma_ops_total", "RDMA Reads and Writes posted (chunk data)", {{"op", "write"}})};
+  static metrics::Counter* bytes[2] = {
+      &r.counter("nfsrdma_rdma_bytes_total", "Bytes moved by RDMA Read and Write", {{"op", "read"}}),
+      &r.counter("nfsrdma_rdma_bytes_total", "Bytes moved by RDMA Read and Write", {{"op", "write"}})};
+  ops[write]->inc(posted);
+  bytes[write]->inc(len);
   return posted;
 }
 

@@ -3,10 +3,20 @@
 #include <cstring>
 
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/rpcrdma/chunk_plan.hpp"
 #include "lib/rpcrdma/private_data.hpp"
 
 namespace nfsrdma::rdma {
+
+namespace {
+// Calls in flight under the server's credits, summed over this process's connections.
+metrics::Gauge& credits_in_use() {
+  static metrics::Gauge& g = metrics::registry().gauge("nfsrdma_client_rdma_credits_in_use",
+                                                       "RPC-over-RDMA calls in flight, within the granted credits");
+  return g;
+}
+}  // namespace
 
 using rpcrdma::Header;
 
@@ -246,6 +256,7 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
   if (!inline_b.empty()) std::memcpy(buf.data() + head.size() + inline_a.size(), inline_b.data(), inline_b.size());
   pending_[job.xid] = std::move(p);
   ++in_flight_;
+  credits_in_use().add(1);
   max_in_flight_ = std::max(max_in_flight_, in_flight_);
   if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), total, send_pool_->region().desc()); !r) {
     send_pool_->give(slot);
@@ -254,6 +265,7 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
     release_locked(it->second);
     pending_.erase(it);
     --in_flight_;
+    credits_in_use().add(-1);
   }
   return true;
 }
@@ -282,6 +294,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
       Pending p = std::move(it->second);
       pending_.erase(it);
       --in_flight_;
+      credits_in_use().add(-1);
       handler = std::move(p.handler);
       if (d.failure == rpcrdma::DecodeFailure::none) {
         // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
@@ -353,6 +366,7 @@ void RdmaClient::fail_all(const Error& e) {
     pending_.clear();
     for (auto& j : queued_) handlers.push_back(std::move(j.handler));
     queued_.clear();
+    credits_in_use().add(-static_cast<std::int64_t>(in_flight_));
     in_flight_ = 0;
   }
   for (auto& h : handlers) h(e);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/rpcrdma/private_data.hpp"
 
 namespace nfsrdma::rdma {
@@ -46,10 +47,30 @@ std::vector<std::uint8_t> without_payload(rpc::ReplyMessage& r) {
 
 }  // namespace
 
+struct ConnectionMetrics {
+  metrics::Gauge& connections;
+  metrics::Gauge& granted;
+  metrics::Gauge& in_use;
+};
+ConnectionMetrics& connection_metrics() {
+  static ConnectionMetrics m{
+      metrics::registry().gauge("nfsrdma_server_rdma_connections", "RPC-over-RDMA connections open"),
+      metrics::registry().gauge("nfsrdma_server_rdma_credits_granted", "Credits granted, summed over connections"),
+      metrics::registry().gauge("nfsrdma_server_rdma_credits_in_use", "Calls in progress, summed over connections")};
+  return m;
+}
+
 class ServerConnection final : public std::enable_shared_from_this<ServerConnection> {
  public:
-  explicit ServerConnection(RdmaServer& s) : server_(s), requests_(s.options_.credits) {}
-  ~ServerConnection() { join(); }
+  explicit ServerConnection(RdmaServer& s) : server_(s), requests_(s.options_.credits) {
+    metrics_.connections.add(1);
+    metrics_.granted.add(s.options_.credits);
+  }
+  ~ServerConnection() {
+    join();
+    metrics_.connections.add(-1);
+    metrics_.granted.add(-static_cast<std::int64_t>(server_.options_.credits));
+  }
 
   Result<void> setup(const fabric::ConnectRequest& req);
   void start() { progress_ = std::thread([self = shared_from_this()] { self->progress_loop(); }); }
@@ -94,6 +115,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::unique_ptr<SlotPool> recv_pool_, send_pool_;
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
   std::vector<Request> requests_;
+  ConnectionMetrics& metrics_ = connection_metrics();
   std::mutex mu_;  // guards free_requests_ and send-slot waits
   std::condition_variable send_cv_;
   std::vector<std::size_t> free_requests_;
@@ -212,6 +234,7 @@ Request* ServerConnection::take_request() {
   if (free_requests_.empty()) return nullptr;
   Request* r = &requests_[free_requests_.back()];
   free_requests_.pop_back();
+  metrics_.in_use.add(1);
   return r;
 }
 
@@ -257,6 +280,7 @@ void ServerConnection::release(Request& r) {
   r.body.clear();
   std::lock_guard lk(mu_);
   free_requests_.push_back(r.index);
+  metrics_.in_use.add(-1);
 }
 
 void ServerConnection::repost_recv(std::size_t slot) {

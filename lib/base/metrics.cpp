@@ -1,0 +1,113 @@
+#include "lib/base/metrics.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::metrics {
+
+namespace {
+
+std::string escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string render_labels(const Labels& labels) {
+  std::string s;
+  for (const auto& [k, v] : labels) s += (s.empty() ? "" : ",") + k + "=\"" + escape(v) + "\"";
+  return s;
+}
+
+std::string number(double v) {
+  if (std::isinf(v)) return "+Inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string series(const std::string& name, const std::string& labels, const std::string& extra = {}) {
+  std::string l = labels;
+  if (!extra.empty()) l += (l.empty() ? "" : ",") + extra;
+  return l.empty() ? name : name + "{" + l + "}";
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+  std::size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  if (i < kBounds.size()) buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<std::uint64_t>(std::max(seconds, 0.0) * 1e9), std::memory_order_relaxed);
+}
+
+Registry::Family& Registry::family(const std::string& name, const std::string& help, Kind kind) {
+  auto [it, fresh] = families_.try_emplace(name);
+  if (fresh) {
+    it->second.kind = kind;
+    it->second.help = help;
+  }
+  NFSRDMA_CHECK(it->second.kind == kind);  // one name, one kind
+  return it->second;
+}
+
+Counter& Registry::counter(const std::string& name, const std::string& help, const Labels& labels) {
+  std::lock_guard lk(mu_);
+  auto& slot = family(name, help, Kind::counter).counters[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Counter>();
+  return *slot;
+}
+
+Gauge& Registry::gauge(const std::string& name, const std::string& help, const Labels& labels) {
+  std::lock_guard lk(mu_);
+  auto& slot = family(name, help, Kind::gauge).gauges[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Gauge>();
+  return *slot;
+}
+
+Histogram& Registry::histogram(const std::string& name, const std::string& help, const Labels& labels) {
+  std::lock_guard lk(mu_);
+  auto& slot = family(name, help, Kind::histogram).histograms[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Histogram>();
+  return *slot;
+}
+
+std::string Registry::render() const {
+  std::lock_guard lk(mu_);
+  std::string out;
+  for (const auto& [name, f] : families_) {
+    static constexpr const char* kType[] = {"counter", "gauge", "histogram"};
+    out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + kType[static_cast<int>(f.kind)] + "\n";
+    for (const auto& [l, c] : f.counters) out += series(name, l) + " " + std::to_string(c->value()) + "\n";
+    for (const auto& [l, g] : f.gauges) out += series(name, l) + " " + std::to_string(g->value()) + "\n";
+    for (const auto& [l, h] : f.histograms) {
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i) {
+        cumulative += h->bucket(i);
+        out += series(name + "_bucket", l, "le=\"" + number(Histogram::kBounds[i]) + "\"") + " " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += series(name + "_bucket", l, "le=\"+Inf\"") + " " + std::to_string(h->count()) + "\n";
+      out += series(name + "_sum", l) + " " + number(h->sum()) + "\n";
+      out += series(name + "_count", l) + " " + std::to_string(h->count()) + "\n";
+    }
+  }
+  return out;
+}
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace nfsrdma::metrics

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Metrics end to end: nfsrdma-server and an nfsrdma-fuse mount over RPC-RDMA
+# serve Prometheus metrics (--metrics); the series count what was done;
+# nfsrdma-stat reads them; Debian's Prometheus scrapes both; and the Grafana
+# dashboard names only metrics the code exports.
+. "$(dirname "$0")/common.sh"
+: "${NFSRDMA_FUSE:?set NFSRDMA_FUSE to the nfsrdma-fuse binary}"
+[ -w /dev/fuse ] || skip "no /dev/fuse"
+command -v prometheus >/dev/null || skip "prometheus is not installed"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+EXPORT=$WORK/export MNT=$WORK/mnt
+mkdir -p "$EXPORT" "$MNT"
+SMET=$(free_port) CMET=$(free_port) PROM=$(free_port)
+RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true  # again, with metrics
+"$NFSRDMA_SERVER" --port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind 127.0.0.1 --no-register \
+  --state-dir "$WORK/state" --rdma-port "$RDMA_PORT" --provider tcp --export "$EXPORT 127.0.0.1(rw,no_root_squash)" \
+  --metrics "127.0.0.1:$SMET" >"$LOG" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null && break; sleep 0.05; done
+PROM_PID=
+trap 'mountpoint -q "$MNT" && umount "$MNT"; [ -n "$PROM_PID" ] && kill "$PROM_PID"; cleanup' EXIT
+
+"$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" \
+  -o "proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT,metrics=127.0.0.1:$CMET" || fail "mount"
+head -c $((8 << 20)) /dev/urandom >"$MNT/data" && cat "$MNT/data" >/dev/null && ls "$MNT" >/dev/null
+cat "$MNT/missing" 2>/dev/null || true
+sync "$MNT/data"
+
+curl -sf "http://127.0.0.1:$SMET/metrics" >"$WORK/server.prom" || fail "no server metrics"
+curl -sf "http://127.0.0.1:$CMET/metrics" >"$WORK/client.prom" || fail "no client metrics"
+value() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
+at_least() { v=$(value "$1" "$3"); awk -v v="${v:-0}" -v m="$2" 'BEGIN {exit !(v >= m)}' || fail "$1 is ${v:-missing}, wanted >= $2"; }
+at_least 'nfsrdma_server_calls_total{program="NFS",proc="WRITE"}' 8 "$WORK/server.prom"
+at_least 'nfsrdma_server_bytes_total{op="write"}' $((8 << 20)) "$WORK/server.prom"
+at_least 'nfsrdma_rdma_bytes_total{op="read"}' $((8 << 20)) "$WORK/server.prom"
+at_least 'nfsrdma_server_rdma_connections' 1 "$WORK/server.prom"
+at_least 'nfsrdma_server_rdma_credits_granted' 128 "$WORK/server.prom"
+at_least 'nfsrdma_server_call_seconds_count{program="NFS",proc="WRITE"}' 8 "$WORK/server.prom"
+at_least 'nfsrdma_server_errors_total{program="NFS",proc="LOOKUP"}' 1 "$WORK/server.prom"
+at_least 'nfsrdma_client_calls_total{proc="COMMIT"}' 1 "$WORK/client.prom"
+at_least 'nfsrdma_client_bytes_total{op="write"}' $((8 << 20)) "$WORK/client.prom"
+at_least 'nfsrdma_client_call_seconds_bucket{proc="WRITE",le="+Inf"}' 8 "$WORK/client.prom"
+echo "ok: server and client metrics count the work done"
+
+python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" >"$WORK/stat" || fail "nfsrdma-stat"
+grep -Eq '^write: +[0-9.]+ +8192\.0 ' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no 8 MiB written"; }
+grep -Eq '^COMMIT +[1-9]' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no COMMIT row"; }
+python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$SMET" 0.5 1 | grep -q "in the last 0.5 s" || fail "nfsrdma-stat interval report"
+echo "ok: nfsrdma-stat"
+
+cat >"$WORK/prometheus.yml" <<YML
+global: { scrape_interval: 1s }
+scrape_configs:
+  - job_name: nfsrdma
+    static_configs: [ { targets: ["127.0.0.1:$SMET", "127.0.0.1:$CMET"] } ]
+YML
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+  --web.listen-address="127.0.0.1:$PROM" >"$WORK/prometheus.log" 2>&1 &
+PROM_PID=$!
+query() { curl -sf --data-urlencode "query=$1" "http://127.0.0.1:$PROM/api/v1/query"; }
+found=
+for _ in $(seq 60); do
+  if query 'sum(up{job="nfsrdma"})' | grep -q '"2"' &&
+     query 'nfsrdma_server_calls_total{proc="WRITE"}' | grep -q '"result":\[{' &&
+     query 'nfsrdma_client_bytes_total{op="write"}' | grep -q '"result":\[{'; then found=1; break; fi
+  sleep 0.5
+done
+[ -n "$found" ] || { tail -5 "$WORK/prometheus.log"; fail "Prometheus did not scrape the expected series"; }
+echo "ok: Prometheus scrapes both endpoints and finds the series"
+
+python3 - "$SRC/dashboards/grafana/nfsrdma.json" "$WORK/server.prom" "$WORK/client.prom" <<'PY' || fail "Grafana dashboard"
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+exported = set()
+for f in sys.argv[2:]:
+    exported |= {m.group(1) for m in re.finditer(r"^(nfsrdma_\w+)", open(f).read(), re.M)}
+used = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"nfsrdma_\w+", t["expr"])}
+missing = sorted(used - exported)
+assert not missing, f"the dashboard uses metrics nobody exports: {missing}"
+assert len(dash["panels"]) >= 8 and any(p["type"] == "heatmap" for p in dash["panels"])
+print(f"ok: Grafana dashboard: {len(dash['panels'])} panels, {len(used)} metrics, all exported")
+PY
