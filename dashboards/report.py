@@ -20,6 +20,8 @@ def series_name(c):
         return "local disk (storage limit)"
     if c.get("server"):
         return f"{c['server']} via {c['path']} ({c['transport']})"
+    if c["path"] == "remote":
+        return f"{c['transport']} fio engine on {len(c['clients'])} client host(s)"
     return f"{c['transport']} {'fio engine' if c['path'] == 'engine' else 'FUSE mount'}"
 
 
@@ -45,7 +47,7 @@ def table(r):
         who = c.get("server", c["transport"])[:9]
         lines.append(f"{who:<9} {c['path']:<7} {LABEL[c['workload']]:<11} {c['bs']:>3} {c['iodepth']:>3} "
                      f"{c['bw_MiBps']['median']:>8.0f} {c['iops']['median']:>9.0f} {c['lat_us']['p99']:>8.0f} "
-                     f"{c['cpu_client_s_per_GiB']:>9.2f} {c['cpu_server_s_per_GiB']:>9.2f} {ratio:>16} "
+                     f"{fmt(c['cpu_client_s_per_GiB'], 2):>9} {c['cpu_server_s_per_GiB']:>9.2f} {ratio:>16} "
                      f"{fmt(c.get('storage_ratio'), 2):>8}")
     for u in r.get("unavailable", []):
         lines.append(f"not measured: {u['name']}: {u['why']}")

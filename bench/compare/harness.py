@@ -40,9 +40,10 @@ def cpu_seconds(pid):
 class Host:
     """The processes of one run; stop() ends them all, in reverse order."""
 
-    def __init__(self, build, provider, keep=False):
+    def __init__(self, build, provider, addr="127.0.0.1", keep=False):
         self.build = os.path.abspath(build)
         self.provider = provider
+        self.addr = addr  # where the server listens; other hosts reach it there
         self.work = tempfile.mkdtemp(prefix="nfsrdma-bench-", dir="/var/tmp")
         os.chmod(self.work, 0o755)
         self.procs = []   # (name, Popen)
@@ -61,13 +62,17 @@ class Host:
         os.makedirs(self.export, exist_ok=True)
         self.nfs_port, self.mount_port, self.rdma_port = free_port(), free_port(), free_port()
         self.server = self.spawn("server", [
-            f"{self.build}/server/nfsrdma-server", "--export", f"{self.export} 127.0.0.1({export_options})",
-            "--bind", "127.0.0.1", "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
+            f"{self.build}/server/nfsrdma-server", "--export", self.export_line(export_options),
+            "--bind", self.addr, "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
             "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register",
             "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn"])
-        wait_port(self.nfs_port)
+        wait_port(self.nfs_port, host=self.addr)
         self.export_options = export_options
         return self.server
+
+    def export_line(self, options):
+        clients = ["127.0.0.1"] + ([f"{self.addr}/24"] if self.addr != "127.0.0.1" else [])
+        return self.export + " " + " ".join(f"{c}({options})" for c in clients)
 
     def start_fabric_bench(self):
         self.fab_port = free_port()
@@ -84,7 +89,7 @@ class Host:
         opts = (f"proto={transport},port={self.port_for(transport)},mountport={self.mount_port},"
                 f"provider={self.provider}" + ("," + options if options else ""))
         p = self.spawn(f"fuse-{transport}", [f"{self.build}/client/fuse/nfsrdma-fuse", "-f",
-                                             f"127.0.0.1:{self.export}", mnt, "-o", opts])
+                                             f"{self.addr}:{self.export}", mnt, "-o", opts])
         for _ in range(400):
             if os.path.ismount(mnt):
                 self.mounts.append(mnt)
@@ -131,8 +136,19 @@ def run_measured(args, out_path, watch=(), env=None):
 
 
 def fio_summary(path, rw):
-    """Bandwidth, IOPS, bytes and completion-latency percentiles of one fio job."""
-    j = json.load(open(path))["jobs"][0]
+    """Bandwidth, IOPS, bytes and completion-latency percentiles of one fio job;
+    in client/server mode, summed over the client hosts."""
+    text = open(path).read()
+    doc = json.loads(text[text.index("{"):] if text.startswith("{") else text[text.index("\n{") + 1:])
+    if "client_stats" in doc:
+        hosts = [c for c in doc["client_stats"] if c["jobname"] != "All clients"]
+        side_of = lambda c: c["write"] if "write" in rw else c["read"]
+        j = dict(hosts[0])
+        total = {k: sum(side_of(c)[k] for c in hosts) for k in ("bw_bytes", "iops", "io_bytes")}
+        worst = max(hosts, key=lambda c: side_of(c)["clat_ns"].get("percentile", {}).get("99.000000", 0))
+        j["read" if "write" not in rw else "write"] = dict(side_of(worst), **total)
+    else:
+        j = doc["jobs"][0]
     side = j["write"] if "write" in rw else j["read"]
     if side["io_bytes"] == 0:
         raise RuntimeError(f"fio moved no data (job error {j.get('error', '?')})")

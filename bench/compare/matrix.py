@@ -28,7 +28,7 @@ def fio_common(name, rw, bs, depth, seconds, size):
 
 
 def engine_args(h, engine, transport, fname):
-    return ["fio", f"--ioengine=external:{engine}", f"--nfs_export=127.0.0.1:{h.export}",
+    return ["fio", f"--ioengine=external:{engine}", f"--nfs_export={h.addr}:{h.export}",
             f"--nfs_transport={transport}", f"--nfs_port={h.port_for(transport)}",
             f"--nfs_mount_port={h.mount_port}", f"--nfs_provider={h.provider}", f"--filename={fname}"]
 
@@ -49,3 +49,16 @@ def transport_baseline(raw, null_rate, transport, rw, bs):
     carrier = "write" if "read" in rw else "read"
     v = raw.get((carrier, bs))
     return (v, "MiB/s", f"raw RMA {carrier}") if v else None
+
+
+def job_file(path, args):
+    """The same job as a fio job file, for fio's client/server mode (remote
+    hosts get job files, not command lines)."""
+    lines = ["[job]"]
+    for a in args[1:]:
+        k, _, v = a[2:].partition("=")
+        if k not in ("name", "output-format"):
+            lines.append(f"{k}={v}" if v else k)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path

@@ -68,7 +68,7 @@ def measure(h, args, out, repeats, rw, watch, server_pid=None):
 def baselines(h, transports, seconds):
     out = os.path.join(h.work, "raw.json")
     with open(out, "w") as f:
-        subprocess.run([f"{h.build}/bench/fabric_bench", "--provider", h.provider, "--peer", "127.0.0.1",
+        subprocess.run([f"{h.build}/bench/fabric_bench", "--provider", h.provider, "--peer", h.addr,
                         "--port", str(h.fab_port), "--seconds", str(seconds), "--depth", "16", "--json"],
                        stdout=f, check=True)
     raw = {}
@@ -78,7 +78,7 @@ def baselines(h, transports, seconds):
             raw[(op, {"64 KiB": "64k", "1 MiB": "1M"}.get(x["size"], x["size"]))] = x["value"]
     null = {}
     for t in transports:
-        r = subprocess.run([f"{h.build}/bench/nfs_bench", "--server", f"127.0.0.1:{h.export}", "--proto", t,
+        r = subprocess.run([f"{h.build}/bench/nfs_bench", "--server", f"{h.addr}:{h.export}", "--proto", t,
                             "--port", str(h.port_for(t)), "--mount-port", str(h.mount_port), "--provider",
                             h.provider, "--op", "null", "--depth", "16", "--seconds", str(seconds), "--json"],
                            capture_output=True, text=True, check=True)
@@ -94,6 +94,11 @@ def main():
     ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
     ap.add_argument("--repeats", type=int, help="override the preset's repeats")
     ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
+    ap.add_argument("--fio-client", action="append", default=[], metavar="HOST",
+                    help="run the fio engine jobs on HOST through fio's client/server mode (`fio --server` "
+                         "running there); repeatable. The FUSE path and peers stay on this host")
+    ap.add_argument("--server-address", default="127.0.0.1",
+                    help="address the server listens on, reachable from every --fio-client (default: 127.0.0.1)")
     ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=None,
                     help="measure nfs-ganesha, fio's libnfs engine and kernel NFS where present "
                          "(default: only in the full preset)")
@@ -113,7 +118,7 @@ def main():
     out = os.path.abspath(a.out or os.path.join(a.build, "bench", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     os.makedirs(out, exist_ok=True)
 
-    h = harness.Host(a.build, a.provider)
+    h = harness.Host(a.build, a.provider, addr=a.server_address)
     try:
         h.start_server()
         h.start_fabric_bench()
@@ -126,7 +131,7 @@ def main():
         mounts = {t: h.mount(t) for t in p["transports"]} if "fuse" in p["paths"] else {}
         for t, (mnt, _) in mounts.items():
             how = f"RPC-RDMA, libfabric {h.provider} provider" if t == "rdma" else "TCP"
-            print(f"mounted 127.0.0.1:{h.export} on {mnt} over {how}", file=sys.stderr)
+            print(f"mounted {h.addr}:{h.export} on {mnt} over {how}", file=sys.stderr)
         # Lay each transport's file out once (through the engine), and one for the local baseline.
         for t in p["transports"]:
             subprocess.run(matrix.engine_args(h, engine, t, f"data-{t}") + [
@@ -137,6 +142,9 @@ def main():
             stdout=subprocess.DEVNULL, check=True)
         plan = [(t, path, c) for c in p["cells"] for t in p["transports"] for path in p["paths"]]
         plan += [("local", "local", c) for c in p["cells"]]
+        if a.fio_client:
+            plan += [(t, "remote", c) for c in p["cells"] for t in p["transports"]]
+            result["host"]["fio_clients"] = a.fio_client
         peer_plan = peers.plan(a.preset, p) if p["peers"] else []
         prog = Progress(len(plan) + len(peer_plan))
         for t, path, (rw, bs, depth) in plan:
@@ -149,10 +157,19 @@ def main():
                 mnt, fuse = mounts[t]
                 args = matrix.file_args(os.path.join(mnt, f"data-{t}")) + common
                 watch.append(fuse.pid)
+            elif path == "remote":
+                # fio's client/server mode: the same engine job on every client host at once.
+                job = matrix.job_file(os.path.join(h.work, name + ".fio"),
+                                      matrix.engine_args(h, engine, t, f"data-{t}") + common)
+                args = ["fio", "--output-format=json"] + [x for c in a.fio_client for x in (f"--client={c}", job)]
             else:
                 args = matrix.file_args(os.path.join(h.export, "data-local")) + common
             cell = {"transport": t, "path": path, "workload": rw, "bs": bs, "iodepth": depth}
+            if path == "remote":
+                cell["clients"] = a.fio_client
             cell.update(measure(h, args, os.path.join(h.work, name), p["repeats"], rw, watch))
+            if path == "remote":
+                cell["cpu_client_s_per_GiB"] = None  # spent on the client hosts, not measured from here
             base = matrix.transport_baseline(raw, null, t, rw, bs) if t != "local" else None
             if base:
                 v = cell["iops"]["median"] if base[1] == "IOPS" else cell["bw_MiBps"]["median"]
