@@ -14,7 +14,7 @@ PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python
   libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
   rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev
 
-.PHONY: deps build build-san test demo bench install fuzz clean
+.PHONY: deps build build-san test demo bench stress install fuzz clean
 # Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
 FIO_ENGINE_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo .)
 
@@ -58,6 +58,11 @@ bench: build
 install: build
 	$(SUDO) meson install -C $(BUILD)
 	$(SUDO) install -D -m 0755 $(BUILD)/fio-engine/nfsrdma.so $(FIO_ENGINE_DIR)/nfsrdma
+
+# The long fault and load tests: 1 GiB through 10 server restarts per
+# transport, 100 killed clients, 4 GiB across link cuts, a 10-minute soak.
+stress: build
+	tests/stress/run.sh $(BUILD)
 
 # Longer fuzzing; new interesting inputs are merged into tests/fuzz/corpus.
 fuzz: build-san

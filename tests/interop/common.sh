@@ -28,11 +28,17 @@ start_server() {
   local args=()
   if [ "${RDMA:-0}" = 1 ]; then args+=(--rdma-port "$RDMA_PORT" --provider tcp); else args+=(--no-rdma); fi
   for e in "$@"; do args+=(--export "$e"); done
-  "$NFSRDMA_SERVER" --port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind 127.0.0.1 --no-register \
-    --state-dir "$WORK/state" "${args[@]}" >"$LOG" 2>&1 &
+  SERVER_ARGS=(--port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind "${BIND:-127.0.0.1}" --no-register
+               --state-dir "$WORK/state" "${args[@]}" ${SERVER_EXTRA:-})
+  launch_server
+}
+
+# The server again, on the same ports and state (a restart), after start_server.
+launch_server() {
+  "$NFSRDMA_SERVER" "${SERVER_ARGS[@]}" >>"$LOG" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null; then return 0; fi
+    if (exec 3<>"/dev/tcp/${BIND:-127.0.0.1}/$NFS_PORT") 2>/dev/null; then return 0; fi
     kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited at start"
     sleep 0.05
   done
