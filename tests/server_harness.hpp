@@ -42,6 +42,7 @@ class ServerProcess {
   std::uint16_t nfs_port() const { return nfs_port_; }
   std::uint16_t mount_port() const { return mount_port_; }
   std::uint16_t rdma_port() const { return rdma_port_; }
+  pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_; }
   std::string log() const;
 
