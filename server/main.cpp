@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
                  "libfabric provider for RPC-RDMA: tcp, verbs or sockets (default: verbs if present, else tcp)");
   app.add_option("--credits", cfg.rdma_options.credits, "RPC-RDMA credits granted per connection")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  double rdma_timeout_s = 10;
+  app.add_option("--rdma-timeout", rdma_timeout_s,
+                 "Seconds an RDMA Read/Write may wait on a client before its connection is closed")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--no-rdma", no_rdma, "Serve TCP only");
   app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
   app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   cfg.register_rpcbind = !no_register;
   cfg.rdma = !no_rdma;
+  cfg.rdma_options.rma_timeout = std::chrono::milliseconds(static_cast<long>(rdma_timeout_s * 1000));
   if (verbose) log_level = "debug";
   if (!init_logging(log_level)) {
     std::fprintf(stderr, "nfsrdma-server: unknown log level '%s'\n", log_level.c_str());

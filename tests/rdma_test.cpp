@@ -61,7 +61,9 @@ class OverRdma : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
-    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
+    // A short RMA deadline, so hostile chunks are dealt with within the test.
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{dir_.path() + " 127.0.0.1(rw,no_root_squash)"},
+                                              std::vector<std::string>{"--rdma-timeout", "1"});
     Client tcp(*server_);
     root_ = tcp.mount_root(dir_.path());
     rdma::RdmaClientOptions o;
@@ -394,6 +396,92 @@ TEST_F(OverRdma, ErrVersAndErrChunkFromHandMadeHeaders) {
   // A well-behaved client is served throughout.
   auto g = call<GETATTR3res>(Proc::GETATTR, FhArgs{root_});
   EXPECT_EQ(g.status, NFS3_OK);
+}
+
+// Chunk lists longer than the decoder's caps (RFC 8166 leaves the bound to
+// the implementation): 33 Read segments, 5 Write chunks, a Write chunk and a
+// Reply chunk of 33 segments each. All ERR_CHUNK; nothing is allocated for them.
+TEST_F(OverRdma, ChunkListsOverTheCapsAreErrChunk) {
+  RawRdma raw(server_->rdma_port());
+  auto segment = [](std::vector<std::uint32_t>& w, std::uint32_t i) {
+    w.insert(w.end(), {0x100u + i, 4096, 0, 0x1000u * i});  // handle, length, offset (64 bits)
+  };
+  std::vector<std::uint32_t> reads;
+  for (std::uint32_t i = 0; i < 33; ++i) {
+    reads.insert(reads.end(), {1, 0});  // present, position 0
+    segment(reads, i);
+  }
+  reads.insert(reads.end(), {0, 0, 0});
+  std::vector<std::uint32_t> writes = {0};
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    writes.insert(writes.end(), {1, 1});
+    segment(writes, i);
+  }
+  writes.insert(writes.end(), {0, 0});
+  std::vector<std::uint32_t> long_write = {0, 1, 33}, long_reply = {0, 0, 1, 33};
+  for (std::uint32_t i = 0; i < 33; ++i) {
+    segment(long_write, i);
+    segment(long_reply, i);
+  }
+  long_write.insert(long_write.end(), {0, 0});
+  std::uint32_t xid = 0xc00;
+  for (const auto& rest : {reads, writes, long_write, long_reply}) {
+    rpcrdma::Header h = raw.exchange(raw_header(++xid, 1, 0, rest));
+    EXPECT_EQ(h.proc, rpcrdma::RDMA_ERROR) << xid;
+    EXPECT_EQ(h.error, rpcrdma::ERR_CHUNK) << xid;
+    EXPECT_EQ(h.xid, xid);
+  }
+  EXPECT_EQ(call<GETATTR3res>(Proc::GETATTR, FhArgs{root_}).status, NFS3_OK);
+}
+
+// A WRITE whose Read chunk names memory the client never registered (a key
+// nobody issued; a range far past a real one): the provider does not serve
+// the server's RDMA Read (on the tcp provider it never completes), so the
+// server's RMA deadline (--rdma-timeout) reports it and drops that connection
+// without a reply, freeing the payload buffer; other clients are served
+// throughout, and nothing is written from memory nobody offered.
+TEST_F(OverRdma, ReadChunkOutsideAnyRegistrationIsRefusedAndReported) {
+  CREATE3args c;
+  c.where = {root_, "target"};
+  auto cr = call<CreateRes>(Proc::CREATE, c);
+  ASSERT_EQ(cr.status, NFS3_OK);
+  std::string before(2048, 'k');  // small enough to go inline
+  WRITE3args w{*cr.obj, 0, 2048, stable_how::FILE_SYNC,
+               {reinterpret_cast<const std::uint8_t*>(before.data()), before.size()}};
+  ASSERT_EQ(call<WRITE3res>(Proc::WRITE, w).status, NFS3_OK);
+  std::size_t reports = 0;
+  for (std::uint32_t handle : {0xdeadbeefu, 0x1u}) {
+    RawRdma raw(server_->rdma_port());
+    // WRITE3args up to the data's length; the data itself is the Read chunk at that position.
+    std::vector<std::uint8_t> args;
+    xdr::Encoder e(args);
+    codec(e, *cr.obj);
+    e.u64(0);
+    e.u32(4096);
+    e.u32(static_cast<std::uint32_t>(stable_how::FILE_SYNC));
+    e.u32(4096);
+    auto rpc_call = make_call(0xd00 + handle, kProgram, kVersion, static_cast<std::uint32_t>(Proc::WRITE), args);
+    auto position = static_cast<std::uint32_t>(rpc_call.size());
+    auto msg = raw_header(0xd00 + handle, 1, 0, {1, position, handle, 4096, 0x7fff, 0xffff0000, 0, 0, 0});
+    msg.insert(msg.end(), rpc_call.begin(), rpc_call.end());
+    raw.send(msg);
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::string log = server_->log();
+      std::size_t n = 0;
+      for (auto p = log.find("not done after"); p != std::string::npos; p = log.find("not done after", p + 1)) ++n;
+      if (n > reports) {
+        reports = n;
+        break;
+      }
+    }
+    EXPECT_GT(reports, 0u) << "the refused RDMA Read was not reported (handle " << handle << ")";
+    EXPECT_EQ(call<GETATTR3res>(Proc::GETATTR, FhArgs{root_}).status, NFS3_OK);
+  }
+  // Nothing was written from memory nobody offered.
+  auto r = call<READ3res>(Proc::READ, READ3args{*cr.obj, 0, 2048});
+  ASSERT_EQ(r.status, NFS3_OK);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r.data.data()), r.data.size()), before);
 }
 
 }  // namespace

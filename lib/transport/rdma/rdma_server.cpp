@@ -31,10 +31,16 @@ struct Request : Ctx {
   std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
   std::optional<std::size_t> payload_slot;
   std::atomic<std::size_t> rma_left{0};
+  std::atomic<std::int64_t> rma_since_ns{0};  // when its RMA was posted; 0: none outstanding
   std::vector<std::uint8_t> body;  // the reply's inline part
   std::uint32_t write_len = 0;     // bytes placed in the Write chunk
   std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
 };
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // The reply with its DDP-eligible payload (and the payload's round-up) cut out.
 std::vector<std::uint8_t> without_payload(rpc::ReplyMessage& r) {
@@ -92,6 +98,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void on_recv(SlotCtx& ctx, std::size_t len);
   void start_pull(Request& r, std::size_t payload_slot);
   void on_rma_done(Request& r);
+  void check_rma_deadline();
+  std::int64_t last_deadline_check_ns_ = 0;
   void dispatch(Request& r, std::vector<std::uint8_t>&& message);
   void finish_reply(Request& r);
   void send_reply(Request& r, rpcrdma::Proc proc);
@@ -183,6 +191,26 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   return {};
 }
 
+// RDMA has no answer for an RMA the peer never serves (on the tcp provider, a
+// Read of a key nobody issued simply never completes): a request whose RMA
+// outlives rma_timeout means a broken or hostile peer, and the connection
+// goes, which flushes the RMA and frees the request and its payload buffer.
+void ServerConnection::check_rma_deadline() {
+  const std::int64_t now = steady_ns();
+  if (now - last_deadline_check_ns_ < 100'000'000) return;
+  last_deadline_check_ns_ = now;
+  const std::int64_t limit = std::chrono::nanoseconds(server_.options_.rma_timeout).count();
+  for (auto& r : requests_) {
+    std::int64_t since = r.rma_since_ns.load();
+    if (since != 0 && now - since > limit && !closing_) {
+      spdlog::warn("rdma: RDMA {} for xid {:#x} from {} not done after {} ms; closing the connection",
+                   r.phase == Phase::pulling ? "Read" : "Write", r.hdr.xid, peer_.describe(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(server_.options_.rma_timeout).count());
+      closing_ = true;
+    }
+  }
+}
+
 void ServerConnection::progress_loop() {
   spdlog::info("rdma: connection from {}", peer_.describe());
   fabric::Completion c[32];
@@ -211,12 +239,16 @@ void ServerConnection::progress_loop() {
         }
         case CtxKind::rma: {
           auto& r = static_cast<Request&>(*ctx);
-          if (r.rma_left.fetch_sub(1) == 1) on_rma_done(r);
+          if (r.rma_left.fetch_sub(1) == 1) {
+            r.rma_since_ns = 0;
+            on_rma_done(r);
+          }
           break;
         }
       }
     }
     if (*n == 0 && ep_->peer_gone()) break;
+    check_rma_deadline();
   }
   closing_ = true;
   {
@@ -354,6 +386,7 @@ void ServerConnection::start_pull(Request& r, std::size_t slot) {
   for (const auto& rs : r.hdr.read_list) segs[n++] = rs.target;
   std::span<const rpcrdma::Segment> chunk(segs, n);
   r.rma_left = count_chunk_ops(len, chunk, ep_->max_rma_bytes());
+  r.rma_since_ns = steady_ns();
   auto posted = post_chunk_rma(*ep_, &r.op, false, pool.slot(slot).data(), len, pool.region().desc(), chunk);
   if (!posted) return fail(r, "cannot post RDMA Read");
 }
@@ -427,6 +460,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     SlotPool& pool = server_.payload_->slots();
     std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
     r.rma_left = count_chunk_ops(r.write_len, segs, ep_->max_rma_bytes());
+    r.rma_since_ns = steady_ns();
     if (!post_chunk_rma(*ep_, &r.op, true, pool.slot(*r.payload_slot).data(), r.write_len, pool.region().desc(),
                         segs)) {
       fail(r, "cannot post RDMA Write");
@@ -454,6 +488,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
       std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(),
                                              r.hdr.write_list[0].segments.size());
       r.rma_left = count_chunk_ops(r.write_len, segs, self->ep_->max_rma_bytes());
+      r.rma_since_ns = steady_ns();
       if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.write_len, pool.region().desc(), segs)) {
         self->fail(r, "cannot post RDMA Write");
       }
@@ -486,6 +521,7 @@ void ServerConnection::finish_reply(Request& r) {
     std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
     std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
     r.rma_left = count_chunk_ops(r.reply_len, segs, self->ep_->max_rma_bytes());
+    r.rma_since_ns = steady_ns();
     if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.reply_len, pool.region().desc(), segs)) {
       self->fail(r, "cannot post RDMA Write");
     }

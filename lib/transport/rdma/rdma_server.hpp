@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,7 @@ struct RdmaServerOptions {
   std::size_t payload_slots = 64;           // server-wide registered payload buffers
   std::size_t payload_bytes = (1u << 20) + 64 * 1024;
   std::size_t max_connections = 1024;
+  std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
 };
 
 class ServerConnection;
