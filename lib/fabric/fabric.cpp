@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 
+#include "lib/base/metrics.hpp"
+
 namespace nfsrdma::fabric {
 namespace {
 
@@ -101,11 +103,27 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {
   std::swap(len_, o.len_);
   std::swap(key_, o.key_);
   std::swap(desc_, o.desc_);
+  std::swap(remote_, o.remote_);
   return *this;
 }
 
+namespace {
+// Every registration goes through Domain::register_memory: what a process
+// exposes to peers (remote) and what only it uses (local), in bytes.
+metrics::Gauge& registered_bytes(bool remote) {
+  static metrics::Gauge& r = metrics::registry().gauge(
+      "nfsrdma_rdma_registered_bytes", "Memory registered with libfabric, by who may access it", {{"access", "remote"}});
+  static metrics::Gauge& l = metrics::registry().gauge(
+      "nfsrdma_rdma_registered_bytes", "Memory registered with libfabric, by who may access it", {{"access", "local"}});
+  return remote ? r : l;
+}
+}  // namespace
+
 MemoryRegion::~MemoryRegion() {
-  if (mr_) fi_close(&mr_->fid);
+  if (mr_) {
+    fi_close(&mr_->fid);
+    registered_bytes(remote_).add(-static_cast<std::int64_t>(len_));
+  }
 }
 
 bool MemoryRegion::contains(const void* p, std::size_t n) const {
@@ -150,6 +168,8 @@ Result<MemoryRegion> Domain::register_memory(void* addr, std::size_t len, bool r
   m.len_ = len;
   m.key_ = static_cast<std::uint32_t>(key);
   m.desc_ = fi_mr_desc(m.mr_);
+  m.remote_ = remote_access;
+  registered_bytes(remote_access).add(static_cast<std::int64_t>(len));
   return m;
 }
 

@@ -89,6 +89,7 @@ class MemoryRegion {
   std::size_t len_ = 0;
   std::uint32_t key_ = 0;
   void* desc_ = nullptr;
+  bool remote_ = false;  // peers may RDMA Read/Write it
 };
 
 class Domain {
