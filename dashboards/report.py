@@ -49,6 +49,9 @@ def table(r):
                      f"{c['bw_MiBps']['median']:>8.0f} {c['iops']['median']:>9.0f} {c['lat_us']['p99']:>8.0f} "
                      f"{fmt(c['cpu_client_s_per_GiB'], 2):>9} {c['cpu_server_s_per_GiB']:>9.2f} {ratio:>16} "
                      f"{fmt(c.get('storage_ratio'), 2):>8}")
+    for t, m in r.get("metadata", {}).items():
+        lines.append(f"metadata through the {t} mount, {m['files']} files: " + ", ".join(
+            f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")))
     for u in r.get("unavailable", []):
         lines.append(f"not measured: {u['name']}: {u['why']}")
     return "\n".join(lines)
@@ -105,6 +108,13 @@ def charts(r):
                    lambda c: c.get("transport_limit", {}).get("ratio")))
     out.append(bar("Ratio to the storage limit (the export used locally)", "ratio", ours,
                    lambda c: c.get("storage_ratio")))
+    meta = r.get("metadata", {})
+    if meta:
+        out.append({"title": f"Metadata through the mount ({next(iter(meta.values()))['files']} files)", "type": "bar",
+                    "unit": "operations/s", "labels": ["create", "stat", "unlink"], "log": False,
+                    "datasets": [{"label": f"{t} FUSE mount", "data": [m[k]["per_s"] for k in ("create", "stat", "unlink")],
+                                  "backgroundColor": COLORS[i], "borderColor": COLORS[i]}
+                                 for i, (t, m) in enumerate(meta.items())]})
     # A chart with no figure in it says nothing: leave it out.
     return [c for c in out if any(v is not None for d in c["datasets"] for v in d["data"])]
 

@@ -15,7 +15,7 @@ PRESETS = {
         WORKLOADS, ("4k", "64k", "1M"), (1, 16))), "seconds": 5, "repeats": 3, "size": "2G", "peers": True},
     # the harness's own test: one cell per path, shortest runs.
     "smoke": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [("read", "1M", 4),
-              ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False},
+              ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500},
 }
 
 SIZE_BYTES = {"4k": 4096, "64k": 65536, "1M": 1 << 20}

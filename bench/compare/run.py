@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import matrix  # noqa: E402
+import metadata  # noqa: E402
 import peers  # noqa: E402
 
 
@@ -182,6 +183,13 @@ def main():
             l = local.get((c["workload"], c["bs"], c["iodepth"]))
             if c["path"] != "local" and l and l["bw_MiBps"]["median"] > 0:
                 c["storage_ratio"] = c["bw_MiBps"]["median"] / l["bw_MiBps"]["median"]
+        # Metadata through each mount: creates, stats and unlinks of `files` files.
+        result["metadata"] = {}
+        for t, (mnt, fuse) in mounts.items():
+            m = metadata.measure(mnt, p.get("files", 10000), fuse.pid, h.server.pid)
+            result["metadata"][t] = m
+            print(f"metadata over {t}: {m['files']} files: " + ", ".join(
+                f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")), file=sys.stderr)
         peers.run(h, peer_plan, result, prog, p, measure)
         result["unavailable"] += peers.unavailable(p["peers"])
         result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")

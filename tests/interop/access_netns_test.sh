@@ -12,7 +12,7 @@ command -v nfs-ls >/dev/null || skip "libnfs-utils is not installed"
 NS=nfsrdma-acl-$$ HOST_IF=nacl$$h PEER_IF=nacl$$p NET=10.215.$(( $$ % 250 + 1 ))
 teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$NS" 2>/dev/null;
              ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-trap teardown EXIT
+on_exit teardown
 ip netns add "$NS"
 ip link add "$HOST_IF" type veth peer name "$PEER_IF"
 ip link set "$PEER_IF" netns "$NS"

@@ -29,6 +29,9 @@ for c in r["cells"]:
         assert c["storage_ratio"] > 0, c
 assert r["baselines"]["raw_rma_MiBps"] and r["baselines"]["null_calls_per_s"]["rdma"] > 0
 assert r["host"]["provider"] == "tcp" and r["unavailable"]
+for t in ("rdma", "tcp"):
+    m = r["metadata"][t]
+    assert m["files"] > 0 and all(m[k]["per_s"] > 0 for k in ("create", "stat", "unlink")), m
 print("ok: results.json has", len(r["cells"]), "cells with figures, ratios and CPU per GiB")
 PY
 

@@ -14,7 +14,7 @@ NS=nfsrdma-mh-$$ HOST_IF=nmh$$h PEER_IF=nmh$$p
 NET=10.213.$(( $$ % 250 + 1 ))
 teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$NS" 2>/dev/null;
              ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-trap teardown EXIT
+on_exit teardown
 ip netns add "$NS"
 ip link add "$HOST_IF" type veth peer name "$PEER_IF"
 ip link set "$PEER_IF" netns "$NS"

@@ -16,6 +16,9 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# on_exit 'commands': run them, then cleanup, when the test ends, whatever they
+# return (errexit is off there), keeping the test's own exit status.
+on_exit() { trap "rc=\$?; set +e; $1; cleanup; exit \$rc" EXIT; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

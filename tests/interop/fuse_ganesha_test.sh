@@ -9,7 +9,7 @@
 for t in ganesha.nfsd rpcbind ip setpriv; do command -v $t >/dev/null || skip "$t is not installed"; done
 . "$(dirname "$0")/../../tools/ganesha-netns.sh"
 NS=nfsrdma-fuse-ganesha-$$
-trap 'ganesha_netns_stop "$NS"; cleanup' EXIT
+on_exit 'ganesha_netns_stop "$NS"'
 export DIR=$WORK/ganesha MNT=$WORK/mnt NFSRDMA_FUSE WORK
 mkdir -p "$DIR" "$MNT"
 chmod 0755 "$WORK"  # ganesha reaches files by path as the caller

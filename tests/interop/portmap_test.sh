@@ -7,7 +7,7 @@ command -v nfs-cat >/dev/null || skip "libnfs-utils is not installed"
 command -v ip >/dev/null || skip "iproute2 is not installed"
 NS=nfsrdma-pm-$$
 ip netns add "$NS" 2>/dev/null || skip "cannot create a network namespace"
-trap 'ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; sleep 0.2; ip netns del "$NS"; cleanup' EXIT
+on_exit 'ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; sleep 0.2; ip netns del "$NS"'
 in_ns() { ip netns exec "$NS" "$@"; }
 in_ns ip link set lo up
 

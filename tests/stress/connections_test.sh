@@ -8,7 +8,7 @@ EXPORT=$WORK/export
 mkdir -p "$EXPORT"
 SERVER_EXTRA="--max-connections 64" RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
 MNTS=()
-trap 'for m in "${MNTS[@]}"; do umount -l "$m" 2>/dev/null; done; cleanup' EXIT
+on_exit 'for m in "${MNTS[@]}"; do umount -l "$m" 2>/dev/null; done'
 for proto in tcp rdma; do
   port=$([ $proto = rdma ] && echo "$RDMA_PORT" || echo "$NFS_PORT")
   for i in 1 2 3 4; do

@@ -11,7 +11,7 @@ SIZE=$(long 512M 4G)
 NS=nfsrdma-cut-$$ HOST_IF=ncut$$h PEER_IF=ncut$$p NET=10.214.$(( $$ % 250 + 1 ))
 teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$NS" 2>/dev/null;
              ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-trap teardown EXIT
+on_exit teardown
 ip netns add "$NS"
 ip link add "$HOST_IF" type veth peer name "$PEER_IF"
 ip link set "$PEER_IF" netns "$NS"

@@ -74,6 +74,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   }
   ~ServerConnection() {
     join();
+    // Requests a dying connection never finished are freed with it.
+    metrics_.in_use.add(-static_cast<std::int64_t>(requests_.size() - free_requests_.size()));
     metrics_.connections.add(-1);
     metrics_.granted.add(-static_cast<std::int64_t>(server_.options_.credits));
   }
