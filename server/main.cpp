@@ -1,4 +1,5 @@
 // nfsrdma-server: the NFSv3 + MOUNTv3 server. Command line, logging, signals.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -95,8 +96,13 @@ int main(int argc, char** argv) {
     metrics_http = std::move(*m);
   }
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+    // Between signals, every 5 s: hand freed heap back to the system. Worker
+    // threads' arenas otherwise keep what bursts of 1 MiB calls once needed
+    // (measured: 32 -> 178 MiB resident after 100 clients killed mid-write,
+    // 56 MiB after a trim), which hides real growth from anyone watching.
+    const timespec every{5, 0};
+    int sig = -1;
+    while ((sig = sigtimedwait(&signals, nullptr, &every)) < 0) ::malloc_trim(0);
     spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     (*srv)->shutdown();
   });
