@@ -119,14 +119,19 @@ class Host:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
-def run_measured(args, out_path, watch=(), env=None):
-    """Runs a command to completion; returns (wall seconds, the command's
-    CPU seconds with its children, {pid: CPU seconds} of each watched process)."""
+def run_measured(args, out_path, watch=(), env=None, timeout=300):
+    """Runs a command to completion (killed after `timeout` s: a peer that
+    hangs is a finding, not the end of the run); returns (wall seconds, the
+    command's CPU seconds with its children, {pid: CPU seconds} of each
+    watched process)."""
     before = {pid: cpu_seconds(pid) for pid in watch}
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     with open(out_path, "w") as out:
-        r = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            r = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{os.path.basename(args[0])} did not finish within {timeout} s; killed")
     if r.returncode != 0:
         raise RuntimeError(f"{os.path.basename(args[0])} exited {r.returncode}: {r.stderr.strip()[-300:]}")
     wall = time.time() - t0

@@ -123,7 +123,8 @@ def run(h, peer_plan, result, prog, p, measure):
         cell = {"transport": "tcp" if not path.startswith("kernel") else path.split("-")[1], "path": path,
                 "server": server, "workload": rw, "bs": bs, "iodepth": depth}
         try:
-            cell.update(measure(h, args, out, p["repeats"], rw, [server_pid], server_pid=server_pid))
+            cell.update(measure(h, args, out, p["repeats"], rw, [server_pid], server_pid=server_pid,
+                                p_seconds=p["seconds"]))
         except Exception as e:  # a peer failing is a finding, not the end of the run
             cell["error"] = str(e)[:300]
         result["peers"].append(cell)

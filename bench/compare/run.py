@@ -42,7 +42,7 @@ class Progress:
         print(f"[{self.done:3d}/{self.total}  {el // 60:02d}:{el % 60:02d}] {what}", file=sys.stderr, flush=True)
 
 
-def measure(h, args, out, repeats, rw, watch, server_pid=None):
+def measure(h, args, out, repeats, rw, watch, server_pid=None, p_seconds=5):
     """Runs one cell `repeats` times: medians and spread of bandwidth and IOPS,
     latency percentiles of the median run, and CPU seconds per GiB for the
     client (fio and every watched process but the server) and the server."""
@@ -50,7 +50,7 @@ def measure(h, args, out, repeats, rw, watch, server_pid=None):
     runs = []
     for i in range(repeats):
         path = f"{out}.{i}.json"
-        _, own, others = harness.run_measured(args, path, watch=watch)
+        _, own, others = harness.run_measured(args, path, watch=watch, timeout=p_seconds * 20 + 60)
         s = harness.fio_summary(path, rw)
         gib = s["io_bytes"] / 2**30 or 1e-9
         s["cpu_client_s_per_GiB"] = (own + sum(v for pid, v in others.items() if pid != server_pid)) / gib
@@ -168,7 +168,7 @@ def main():
             cell = {"transport": t, "path": path, "workload": rw, "bs": bs, "iodepth": depth}
             if path == "remote":
                 cell["clients"] = a.fio_client
-            cell.update(measure(h, args, os.path.join(h.work, name), p["repeats"], rw, watch))
+            cell.update(measure(h, args, os.path.join(h.work, name), p["repeats"], rw, watch, p_seconds=p["seconds"]))
             if path == "remote":
                 cell["cpu_client_s_per_GiB"] = None  # spent on the client hosts, not measured from here
             base = matrix.transport_baseline(raw, null, t, rw, bs) if t != "local" else None
