@@ -109,13 +109,18 @@ void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, cons
   fuse_reply_attr(req, &st, attr_timeout(a));
 }
 
-void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a) {
-  auto n = nodes_->remember(fh);
+fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a) {
   fuse_entry_param e{};
-  e.ino = n->ino;
-  e.attr = to_stat(a, n.get());
+  e.ino = n.ino;
+  e.attr = to_stat(a, &n);
   e.attr_timeout = attr_timeout(a);
   e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+  return e;
+}
+
+void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a) {
+  auto n = nodes_->remember(fh);
+  fuse_entry_param e = entry_for(*n, a);
   if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);  // the kernel never got it
 }
 

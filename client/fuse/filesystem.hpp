@@ -16,6 +16,7 @@
 
 #include <memory>
 
+#include "client/core/errno_map.hpp"
 #include "client/core/nfs_client.hpp"
 #include "client/fuse/buffer_pool.hpp"
 #include "client/fuse/mount_options.hpp"
@@ -70,6 +71,7 @@ class Filesystem {
   struct stat to_stat(const nfs3::fattr3& a, Node* n = nullptr);
   double attr_timeout(const nfs3::fattr3& a) const;
   void reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, const nfs3::fattr3& a);
+  fuse_entry_param entry_for(Node& n, const nfs3::fattr3& a);
   void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a);
   // After CREATE/MKDIR/SYMLINK/MKNOD: the entry from the reply, or LOOKUP when
   // the server left out the handle or attributes (they are optional).
@@ -102,5 +104,11 @@ class Filesystem {
 
 // The caller of `req` as AUTH_SYS sends it: uid, gid and supplementary groups.
 client::Identity caller(fuse_req_t req);
+
+// 0, or the errno a failed call or a result's NFS status becomes.
+template <class Res>
+int failed(const Result<Res>& r) {
+  return !r ? EIO : client::nfsstat3_to_errno(r->status);
+}
 
 }  // namespace nfsrdma::fuse

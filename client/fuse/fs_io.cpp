@@ -11,15 +11,6 @@ namespace nfsrdma::fuse {
 
 using namespace nfs3;
 
-namespace {
-
-template <class Res>
-int failed(const Result<Res>& r) {
-  return !r ? EIO : client::nfsstat3_to_errno(r->status);
-}
-
-}  // namespace
-
 void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto n = node(req, ino);
   if (!n) return;

@@ -11,12 +11,6 @@ using namespace nfs3;
 
 namespace {
 
-// 0, or the errno a failed call or an NFS status becomes.
-template <class Res>
-int failed(const Result<Res>& r) {
-  return !r ? EIO : client::nfsstat3_to_errno(r->status);
-}
-
 set_time to_set_time(bool set, bool now, const timespec& t) {
   if (!set) return {};
   if (now) return {time_how::SET_TO_SERVER_TIME, {}};
@@ -91,11 +85,7 @@ void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::st
                                                                                          const fattr3& a) {
     if (!fi) return reply_entry(req, fh, a);
     auto n = nodes_->remember(fh);
-    fuse_entry_param e{};
-    e.ino = n->ino;
-    e.attr = to_stat(a, n.get());
-    e.attr_timeout = attr_timeout(a);
-    e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+    fuse_entry_param e = entry_for(*n, a);
     {
       std::lock_guard lk(n->cto_mu);  // a new file: nothing cached to keep
       n->seen = true;

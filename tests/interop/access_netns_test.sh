@@ -9,16 +9,7 @@
 command -v ip >/dev/null || skip "iproute2 is not installed"
 command -v nfs-ls >/dev/null || skip "libnfs-utils is not installed"
 : "${NFSRDMA_FUSE:?set NFSRDMA_FUSE to the nfsrdma-fuse binary}"
-NS=nfsrdma-acl-$$ HOST_IF=nacl$$h PEER_IF=nacl$$p NET=10.215.$(( $$ % 250 + 1 ))
-teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$NS" 2>/dev/null;
-             ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-on_exit teardown
-ip netns add "$NS"
-ip link add "$HOST_IF" type veth peer name "$PEER_IF"
-ip link set "$PEER_IF" netns "$NS"
-ip addr add "$NET.1/24" dev "$HOST_IF" && ip link set "$HOST_IF" up
-ip netns exec "$NS" ip addr add "$NET.2/24" dev "$PEER_IF"
-ip netns exec "$NS" ip link set "$PEER_IF" up
+veth_netns acl 215
 EXPORT=$WORK/export
 mkdir -p "$EXPORT" && echo secret >"$EXPORT/file"
 # Only the host's own address on the veth may mount; the namespace's may not.

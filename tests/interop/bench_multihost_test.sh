@@ -9,19 +9,7 @@
 [ -w /dev/fuse ] || skip "no /dev/fuse"
 command -v ip >/dev/null || skip "iproute2 is not installed"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-NS=nfsrdma-mh-$$ HOST_IF=nmh$$h PEER_IF=nmh$$p
-# A /24 of its own per run, in 10.213.0.0/16.
-NET=10.213.$(( $$ % 250 + 1 ))
-teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$NS" 2>/dev/null;
-             ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-on_exit teardown
-ip netns add "$NS"
-ip link add "$HOST_IF" type veth peer name "$PEER_IF"
-ip link set "$PEER_IF" netns "$NS"
-ip addr add "$NET.1/24" dev "$HOST_IF" && ip link set "$HOST_IF" up
-ip netns exec "$NS" ip addr add "$NET.2/24" dev "$PEER_IF"
-ip netns exec "$NS" ip link set "$PEER_IF" up
-ip netns exec "$NS" ip link set lo up
+veth_netns mh 213
 ip netns exec "$NS" fio --server="$NET.2" >"$WORK/fio-server.log" 2>&1 &
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/$NET.2/8765") 2>/dev/null && break; sleep 0.05; done
 

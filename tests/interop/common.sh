@@ -48,5 +48,22 @@ launch_server() {
   fail "server did not start"
 }
 
+# veth_netns TAG OCTET: a network namespace joined to this host by a veth pair
+# on 10.OCTET.N.0/24 (N from the PID), the host at $NET.1 and the namespace at
+# $NET.2; sets NS and NET, and removes it all when the test ends.
+veth_netns() {
+  NS=nfsrdma-$1-$$ NET=10.$2.$(( $$ % 250 + 1 ))
+  local host_if=n$1$$h peer_if=n$1$$p
+  on_exit "ip netns pids $NS 2>/dev/null | xargs -r kill -9; ip netns del $NS; ip link del $host_if 2>/dev/null"
+  VETH_HOST_IF=$host_if
+  ip netns add "$NS"
+  ip link add "$host_if" type veth peer name "$peer_if"
+  ip link set "$peer_if" netns "$NS"
+  ip addr add "$NET.1/24" dev "$host_if" && ip link set "$host_if" up
+  ip netns exec "$NS" ip addr add "$NET.2/24" dev "$peer_if"
+  ip netns exec "$NS" ip link set "$peer_if" up
+  ip netns exec "$NS" ip link set lo up
+}
+
 # url PATH: a libnfs URL for PATH on our server (no portmapper needed)
 url() { echo "nfs://127.0.0.1$1?nfsport=$NFS_PORT&mountport=$MOUNT_PORT&version=3"; }

@@ -8,16 +8,7 @@
 command -v fio >/dev/null || skip "fio is not installed"
 : "${FIO_ENGINE:?set FIO_ENGINE to nfsrdma.so}"
 SIZE=$(long 512M 4G)
-NS=nfsrdma-cut-$$ HOST_IF=ncut$$h PEER_IF=ncut$$p NET=10.214.$(( $$ % 250 + 1 ))
-teardown() { ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$NS" 2>/dev/null;
-             ip link del "$HOST_IF" 2>/dev/null; cleanup; }
-on_exit teardown
-ip netns add "$NS"
-ip link add "$HOST_IF" type veth peer name "$PEER_IF"
-ip link set "$PEER_IF" netns "$NS"
-ip addr add "$NET.1/24" dev "$HOST_IF" && ip link set "$HOST_IF" up
-ip netns exec "$NS" ip addr add "$NET.2/24" dev "$PEER_IF"
-ip netns exec "$NS" ip link set "$PEER_IF" up
+veth_netns cut 214
 EXPORT=$WORK/export
 mkdir -p "$EXPORT"
 BIND=$NET.1 RDMA=1 start_server "$EXPORT $NET.0/24(rw,no_root_squash,insecure)"
@@ -29,9 +20,9 @@ for t in rdma tcp; do
     --verify=crc32c --verify_fatal=1 --do_verify=1 >"$WORK/fio-$t.log" 2>&1 &
   fio_pid=$!
   sleep 1.5
-  ip link set "$HOST_IF" down
+  ip link set "$VETH_HOST_IF" down
   sleep 5
-  ip link set "$HOST_IF" up
+  ip link set "$VETH_HOST_IF" up
   wait "$fio_pid" || { tail -20 "$WORK/fio-$t.log"; fail "$t: fio failed across the link cut"; }
   grep -q "err= 0" "$WORK/fio-$t.log" || { tail -20 "$WORK/fio-$t.log"; fail "$t: fio reported errors"; }
   echo "ok: $t: $SIZE written and crc32c-verified across a 5 s link cut"
