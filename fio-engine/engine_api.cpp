@@ -91,29 +91,43 @@ extern "C" int nfsrdma_register(nfsrdma_session* s, void* buf, size_t len) {
 
 namespace {
 
+// LOOKUP of `name` in `dir`; when missing and `create`, `make` (MKDIR or
+// CREATE) and LOOKUP again, since another job may have made it first.
+// The LOOKUP3res, or -errno.
+template <class Make>
+int lookup_or_make(client::NfsClient& c, const nfs_fh3& dir, const std::string& name, bool create, Make make,
+                   LOOKUP3res& out) {
+  auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+  if (!lk) return fail(lk.error());
+  if (lk->status == NFS3ERR_NOENT && create) {
+    auto mk = make(diropargs3{dir, name});
+    if (!mk) return fail(mk.error());
+    if (mk->status != NFS3_OK && mk->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(mk->status);
+    lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+    if (!lk) return fail(lk.error());
+  }
+  if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
+  out = std::move(*lk);
+  return 0;
+}
+
 // Resolves the directory holding `path` (below the export root), making the
 // missing ones when `create`; `leaf` gets the last component. 0 or -errno.
 int parent_of(client::NfsClient& c, const std::string& path, bool create, nfs_fh3& dir, std::string& leaf) {
   std::string rest = path;
   while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
   dir = c.root();
+  auto mkdir = [&](diropargs3 where) {
+    MKDIR3args a;
+    a.where = std::move(where);
+    a.attributes.mode = 0755;
+    return c.call_sync<CreateRes>(Proc::MKDIR, a);
+  };
   for (auto slash = rest.find('/'); slash != std::string::npos; slash = rest.find('/')) {
-    std::string name = rest.substr(0, slash);
+    LOOKUP3res lk;
+    if (int r = lookup_or_make(c, dir, rest.substr(0, slash), create, mkdir, lk); r < 0) return r;
     rest.erase(0, slash + 1);
-    auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
-    if (!lk) return fail(lk.error());
-    if (lk->status == NFS3ERR_NOENT && create) {
-      MKDIR3args a;
-      a.where = {dir, name};
-      a.attributes.mode = 0755;
-      auto mk = c.call_sync<CreateRes>(Proc::MKDIR, a);
-      if (!mk) return fail(mk.error());
-      if (mk->status != NFS3_OK && mk->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(mk->status);
-      lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});  // another job may have made it first
-      if (!lk) return fail(lk.error());
-    }
-    if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
-    dir = lk->object;
+    dir = lk.object;
   }
   leaf = rest;
   return 0;
@@ -126,22 +140,17 @@ extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, ui
   nfs_fh3 dir;
   std::string name;
   if (int r = parent_of(c, path, create != 0, dir, name); r < 0) return r;
-  auto lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
-  if (!lk) return fail(lk.error());
-  if (lk->status == NFS3ERR_NOENT && create) {
+  auto create_file = [&](diropargs3 where) {
     CREATE3args a;
-    a.where = {dir, name};
+    a.where = std::move(where);
     a.obj_attributes.mode = 0644;
-    auto cr = c.call_sync<CreateRes>(Proc::CREATE, a);
-    if (!cr) return fail(cr.error());
-    if (cr->status != NFS3_OK && cr->status != NFS3ERR_EXIST) return -client::nfsstat3_to_errno(cr->status);
-    lk = c.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
-    if (!lk) return fail(lk.error());
-  }
-  if (lk->status != NFS3_OK) return -client::nfsstat3_to_errno(lk->status);
-  if (lk->obj_attributes && lk->obj_attributes->type != NF3REG) return -EINVAL;
-  *size = lk->obj_attributes ? lk->obj_attributes->size : 0;
-  *file = new File{lk->object};
+    return c.call_sync<CreateRes>(Proc::CREATE, a);
+  };
+  LOOKUP3res lk;
+  if (int r = lookup_or_make(c, dir, name, create != 0, create_file, lk); r < 0) return r;
+  if (lk.obj_attributes && lk.obj_attributes->type != NF3REG) return -EINVAL;
+  *size = lk.obj_attributes ? lk.obj_attributes->size : 0;
+  *file = new File{lk.object};
   return 0;
 }
 
