@@ -7,7 +7,7 @@
 [ -w /dev/fuse ] || skip "no /dev/fuse"
 [ -f "$BUILD_DIR/fio-engine/nfsrdma.so" ] || skip "the fio engine is not built (configure with -Dfio_src)"
 command -v chromium >/dev/null || skip "chromium is not installed"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$(dirname "$TESTS_DIR")
 
 python3 "$SRC/bench/compare/run.py" --preset smoke --build "$BUILD_DIR" --out "$WORK/out" >"$WORK/table" 2>"$WORK/progress" ||
   { cat "$WORK/progress"; fail "bench/compare/run.py failed"; }

@@ -8,7 +8,7 @@
 [ -f "$BUILD_DIR/fio-engine/nfsrdma.so" ] || skip "the fio engine is not built (configure with -Dfio_src)"
 [ -w /dev/fuse ] || skip "no /dev/fuse"
 command -v ip >/dev/null || skip "iproute2 is not installed"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$(dirname "$TESTS_DIR")
 veth_netns mh 213
 ip netns exec "$NS" fio --server="$NET.2" >"$WORK/fio-server.log" 2>&1 &
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/$NET.2/8765") 2>/dev/null && break; sleep 0.05; done

@@ -9,6 +9,8 @@ fail() { echo "FAIL: $*"; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && { echo "--- serv
 : "${NFSRDMA_SERVER:?set NFSRDMA_SERVER to the nfsrdma-server binary}"
 
 WORK=$(mktemp -d /tmp/nfsrdma-interop-XXXXXX)
+TESTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$WORK"   # whatever a tool leaves behind (fio's verify state) goes with $WORK
 LOG=$WORK/server.log
 SERVER_PID=
 cleanup() {

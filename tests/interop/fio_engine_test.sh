@@ -71,7 +71,7 @@ run_fio gone tcp --rw=write --bs=64k --unlink=1 || fail "unlink job"
 echo "ok: unlink=1 honoured"
 
 # The same-run comparison script, briefly.
-SECS=0.5 SIZE=16M "$(dirname "$0")/../../bench/fio_compare.sh" "$(dirname "$FIO_ENGINE")/.." >"$WORK/compare.out" ||
+SECS=0.5 SIZE=16M "$TESTS_DIR/../bench/fio_compare.sh" "$(dirname "$FIO_ENGINE")/.." >"$WORK/compare.out" ||
   { cat "$WORK/compare.out"; fail "fio_compare.sh"; }
 [ "$(grep -cE '^(rdma|tcp) ' "$WORK/compare.out")" = 6 ] || { cat "$WORK/compare.out"; fail "fio_compare.sh rows"; }
 echo "ok: bench/fio_compare.sh"

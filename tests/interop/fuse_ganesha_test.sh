@@ -7,7 +7,7 @@
 : "${NFSRDMA_FUSE:?set NFSRDMA_FUSE to the nfsrdma-fuse binary}"
 [ -w /dev/fuse ] || skip "no /dev/fuse"
 for t in ganesha.nfsd rpcbind ip setpriv; do command -v $t >/dev/null || skip "$t is not installed"; done
-. "$(dirname "$0")/../../tools/ganesha-netns.sh"
+. "$TESTS_DIR/../tools/ganesha-netns.sh"
 NS=nfsrdma-fuse-ganesha-$$
 on_exit 'ganesha_netns_stop "$NS"'
 export DIR=$WORK/ganesha MNT=$WORK/mnt NFSRDMA_FUSE WORK

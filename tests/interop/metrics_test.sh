@@ -7,7 +7,7 @@
 : "${NFSRDMA_FUSE:?set NFSRDMA_FUSE to the nfsrdma-fuse binary}"
 [ -w /dev/fuse ] || skip "no /dev/fuse"
 command -v prometheus >/dev/null || skip "prometheus is not installed"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$(dirname "$TESTS_DIR")
 EXPORT=$WORK/export MNT=$WORK/mnt
 mkdir -p "$EXPORT" "$MNT"
 SMET=$(free_port) CMET=$(free_port) PROM=$(free_port)
