@@ -1,6 +1,9 @@
 #include "server/dispatcher.hpp"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstring>
 
 #include "lib/base/log.hpp"
 #include "lib/base/siphash.hpp"
@@ -59,10 +62,25 @@ Dispatcher::Series& Dispatcher::series(std::uint32_t prog, std::uint32_t proc) {
   return p < 3 && proc < kProcs ? series_[p * kProcs + proc] : series_.back();
 }
 
+// The DRC's checksum of a call: its length and at most its first 256 bytes
+// after the xid, as Linux nfsd does (RC_CSUMLEN). With the xid, address and
+// procedure that tells a retransmission from a new call reusing an xid,
+// without hashing a megabyte of WRITE data per call. Not a secret: the key is 0.
+static std::uint64_t call_checksum(std::span<const std::uint8_t> message) {
+  constexpr std::size_t kBytes = 256;
+  std::array<std::uint8_t, 8 + kBytes> head{};
+  const std::uint64_t len = message.size();
+  std::memcpy(head.data(), &len, 8);
+  const std::size_t n = message.size() > 4 ? std::min(kBytes, message.size() - 4) : 0;
+  if (n > 0) std::memcpy(head.data() + 8, message.data() + 4, n);
+  return siphash24(SipKey{}, std::span(head).first(8 + n));
+}
+
 void Dispatcher::handle(rpc::IncomingCall&& call) {
   const auto started = std::chrono::steady_clock::now();
   const rpc::Peer& peer = call.channel->peer();
   xdr::Decoder d(call.message);
+  if (call.placed_at) d.place(*call.placed_at, call.placed);
   auto h = rpc::decode_call(d);
   if (!h) {
     // Without a sound header there is nobody to answer (RFC 5531 §9).
@@ -120,8 +138,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     key.prog = h->prog;
     key.vers = h->vers;
     key.proc = h->proc;
-    // The whole call after the xid; the cache's own key, not a secret.
-    key.checksum = siphash24(SipKey{}, std::span(call.message).subspan(4));
+    key.checksum = call_checksum(call.message);
     switch (drc_.begin(key, reply.bytes)) {
       case DuplicateRequestCache::Verdict::in_progress:
         spdlog::debug("rpc: dropping retransmission of xid {:#x} from {} still in progress", h->xid, peer.describe());
