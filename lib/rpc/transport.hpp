@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,6 +109,11 @@ struct IncomingCall {
   bool secure = false;
   // See ReplyMessage::area; empty when the transport has none to lend.
   std::span<std::uint8_t> reply_area;
+  // An opaque's body carried outside `message` (an RPC-over-RDMA Read chunk,
+  // so WRITE data is not copied): see xdr::Decoder::place. Valid until the
+  // reply is sent or the call dropped.
+  std::optional<std::size_t> placed_at;
+  std::span<const std::uint8_t> placed;
 };
 
 using CallHandler = std::function<void(IncomingCall&&)>;

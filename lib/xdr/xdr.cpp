@@ -35,6 +35,10 @@ Result<void> Decoder::result() const {
 
 const std::uint8_t* Decoder::take(std::size_t n) {
   if (fault_ != Fault::none) return nullptr;
+  if (placed_pending_ && pos_ <= placed_at_ && placed_at_ < pos_ + n) {
+    fail(Fault::bad_value);  // an item other than the placed opaque's body at its position
+    return nullptr;
+  }
   if (n > remaining()) {
     fail(Fault::truncated);
     return nullptr;
@@ -90,11 +94,23 @@ void Decoder::opaque_view(std::span<const std::uint8_t>& view, std::uint32_t max
   view = {};
   if (!ok()) return;
   if (n > max) return fail(Fault::too_long);
+  if (placed_pending_ && pos_ == placed_at_) {
+    if (n != placed_.size()) return fail(Fault::bad_value);
+    placed_pending_ = false;
+    view = placed_;
+    return;
+  }
   // WARNING: pad4 of a length near 2^32 must not wrap; n <= max keeps it in range
   // only if max is sane, so compare against what is left in 64-bit arithmetic.
   if (std::uint64_t{n} > remaining()) return fail(Fault::truncated);
   const std::uint8_t* p = take(pad4(n));
   if (p) view = {p, n};
+}
+
+void Decoder::place(std::size_t position, std::span<const std::uint8_t> body) {
+  placed_ = body;
+  placed_at_ = position;
+  placed_pending_ = true;
 }
 
 void Decoder::opaque(std::vector<std::uint8_t>& out, std::uint32_t max) {

@@ -73,6 +73,11 @@ class Decoder {
   std::uint32_t count(std::size_t current, std::uint32_t max, std::size_t min_element_bytes);
   // Skips `n` bytes (padded), e.g. a payload decoded elsewhere.
   void skip(std::size_t n);
+  // The body of the variable-length opaque whose length word ends at
+  // `position` travels outside the input (an RPC-over-RDMA Read chunk, RFC
+  // 8166 §3.4.5): opaque_view there borrows `body`, whose size must equal that
+  // length word. Any other item reaching across `position` is bad_value.
+  void place(std::size_t position, std::span<const std::uint8_t> body);
 
  private:
   const std::uint8_t* take(std::size_t n);
@@ -80,6 +85,9 @@ class Decoder {
   std::span<const std::uint8_t> in_;
   std::size_t pos_ = 0;
   Fault fault_ = Fault::none;
+  std::span<const std::uint8_t> placed_;
+  std::size_t placed_at_ = 0;
+  bool placed_pending_ = false;
 };
 
 // Appends to a caller-owned vector, so a connection can reuse one buffer for

@@ -66,6 +66,35 @@ TEST(Xdr, DecodesGoldenBytes) {
   EXPECT_EQ(s.list, (std::vector<std::uint32_t>{5, 6}));
 }
 
+// The golden bytes with the string's body and its pad cut out, as an
+// RPC-over-RDMA Read chunk carries it: placed back, it decodes the same.
+TEST(Xdr, PlacedOpaqueBodyDecodesAsIfInline) {
+  Bytes cut(kGolden.begin(), kGolden.begin() + 20);
+  cut.insert(cut.end(), kGolden.begin() + 24, kGolden.end());
+  const Bytes abc = {'a', 'b', 'c'};
+  Sample s;
+  Decoder d(cut);
+  d.place(20, abc);
+  codec(d, s);
+  ASSERT_TRUE(d.ok()) << fault_name(d.fault());
+  EXPECT_EQ(s.name, "abc");
+  EXPECT_EQ(s.list, (std::vector<std::uint32_t>{5, 6}));
+  EXPECT_EQ(d.remaining(), 0u);
+}
+
+TEST(Xdr, PlacedBodyOfTheWrongLengthOrPositionIsRefused) {
+  Bytes cut(kGolden.begin(), kGolden.begin() + 20);
+  cut.insert(cut.end(), kGolden.begin() + 24, kGolden.end());
+  const Bytes abcd = {'a', 'b', 'c', 'd'}, abc = {'a', 'b', 'c'};
+  for (auto [at, body] : {std::pair{std::size_t{20}, abcd}, {8, abc}, {12, abc}, {16, abc}}) {
+    Sample s;
+    Decoder d(cut);
+    d.place(at, body);
+    codec(d, s);
+    EXPECT_EQ(d.fault(), Fault::bad_value) << "placed at " << at << ", " << body.size() << " bytes";
+  }
+}
+
 TEST(Xdr, TruncationAtEveryOffsetFails) {
   for (std::size_t n = 0; n < kGolden.size(); ++n) {
     Sample s;

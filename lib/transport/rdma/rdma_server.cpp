@@ -30,6 +30,7 @@ struct Request : Ctx {
   Header hdr;
   std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
   std::optional<std::size_t> payload_slot;
+  bool in_handler = false;  // guarded by mu_: the handler may be using the payload buffer
   std::atomic<std::size_t> rma_left{0};
   std::atomic<std::int64_t> rma_since_ns{0};  // when its RMA was posted; 0: none outstanding
   std::vector<std::uint8_t> body;  // the reply's inline part
@@ -92,7 +93,10 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   }
 
   void reply(std::size_t index, rpc::ReplyMessage&& msg);
-  void drop(std::size_t index) { release(requests_[index]); }
+  void drop(std::size_t index) {
+    handler_done(requests_[index]);
+    release(requests_[index]);
+  }
   const rpc::Peer& peer() const { return peer_; }
 
  private:
@@ -102,7 +106,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void on_rma_done(Request& r);
   void check_rma_deadline();
   std::int64_t last_deadline_check_ns_ = 0;
-  void dispatch(Request& r, std::vector<std::uint8_t>&& message);
+  // `placed`: the Read chunk's data, left in the payload buffer the call keeps.
+  void dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at = {},
+                std::span<const std::uint8_t> placed = {});
   void finish_reply(Request& r);
   void send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
@@ -115,6 +121,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // the request ends or the connection dies (drain), never twice.
   bool adopt(Request& r, std::size_t slot);
   void give_back(Request& r);
+  void handler_done(Request& r);
   void drain();
   void fail(Request& r, const char* why);
 
@@ -300,12 +307,21 @@ void ServerConnection::drain() {
   {
     std::lock_guard lk(mu_);
     drained_ = true;
+    // A buffer a handler may still be reading or writing goes back when it
+    // replies (reply() on a closing connection), not now: another connection
+    // could lease it meanwhile.
     for (auto& r : requests_) {
-      if (r.payload_slot) slots.push_back(*r.payload_slot);
+      if (!r.payload_slot || r.in_handler) continue;
+      slots.push_back(*r.payload_slot);
       r.payload_slot.reset();
     }
   }
   for (auto s : slots) server_.payload_->give(s);
+}
+
+void ServerConnection::handler_done(Request& r) {
+  std::lock_guard lk(mu_);
+  r.in_handler = false;
 }
 
 void ServerConnection::release(Request& r) {
@@ -409,21 +425,17 @@ void ServerConnection::on_rma_done(Request& r) {
       const std::uint32_t pos = r.hdr.read_list[0].position;
       std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, pos);
       auto data = server_.payload_->slots().slot(*r.payload_slot).first(len);
-      std::vector<std::uint8_t> message;
       if (r.hdr.proc == rpcrdma::RDMA_NOMSG) {
-        message.assign(data.begin(), data.end());
-      } else if (pos > inline_part.size()) {
-        return fail(r, "Read chunk position beyond the inline message");
-      } else {
-        message.reserve(inline_part.size() + xdr::pad4(len));
-        message.insert(message.end(), inline_part.begin(), inline_part.begin() + pos);
-        message.insert(message.end(), data.begin(), data.end());
-        message.resize(message.size() + (xdr::pad4(len) - len), 0);
-        message.insert(message.end(), inline_part.begin() + pos, inline_part.end());
+        std::vector<std::uint8_t> message(data.begin(), data.end());
+        repost_recv(r.recv_slot);
+        give_back(r);
+        return dispatch(r, std::move(message));
       }
+      if (pos > inline_part.size()) return fail(r, "Read chunk position beyond the inline message");
+      // The data stays where the RDMA Read put it; the call keeps the buffer.
+      std::vector<std::uint8_t> message(inline_part.begin(), inline_part.end());
       repost_recv(r.recv_slot);
-      give_back(r);
-      return dispatch(r, std::move(message));
+      return dispatch(r, std::move(message), pos, data);
     }
     case Phase::pushing_data:
       return finish_reply(r);
@@ -434,14 +446,21 @@ void ServerConnection::on_rma_done(Request& r) {
   }
 }
 
-void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message) {
+void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at,
+                                std::span<const std::uint8_t> placed) {
   r.phase = Phase::executing;
+  {
+    std::lock_guard lk(mu_);
+    r.in_handler = true;
+  }
   rpc::IncomingCall call;
   call.message = std::move(message);
+  call.placed_at = placed_at;
+  call.placed = placed;
   call.channel = std::make_shared<RdmaReplyChannel>(shared_from_this(), r.index);
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
   call.secure = true;
-  if (r.payload_slot && !r.hdr.write_list.empty()) {
+  if (r.payload_slot && !r.hdr.write_list.empty() && !placed_at) {
     auto slot = server_.payload_->slots().slot(*r.payload_slot);
     call.reply_area = slot.first(std::min<std::uint64_t>(slot.size(), r.hdr.write_list[0].length()));
   }
@@ -450,6 +469,7 @@ void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message)
 
 void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   Request& r = requests_[index];
+  handler_done(r);
   if (closing_) return release(r);
   r.write_len = 0;
   r.reply_len = 0;
@@ -469,7 +489,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     }
     return;
   }
-  give_back(r);  // a lent buffer the reply did not use
+  give_back(r);  // a lent buffer the reply did not use, or the Read chunk's data
   if (has_write_chunk && msg.payload_length > 0) {
     const auto& chunk = r.hdr.write_list[0];
     if (msg.payload_length > chunk.length()) {

@@ -1,8 +1,9 @@
 // The server side of RPC-over-RDMA v1 (RFC 8166) over libfabric: accepts
 // connections, keeps a posted receive for every credit it grants, pulls Read
-// chunks with RDMA Read, hands whole RPC calls to the same CallHandler the TCP
-// transport feeds, and returns replies inline, through the client's Write
-// chunk (RDMA Write, then the Send) or through its Reply chunk.
+// chunks with RDMA Read, hands RPC calls to the same CallHandler the TCP
+// transport feeds (a Read chunk's data stays in the payload buffer it was read
+// into: IncomingCall::placed), and returns replies inline, through the
+// client's Write chunk (RDMA Write, then the Send) or through its Reply chunk.
 //
 // Theory of operation, per call (one Request, one of `credits` per connection):
 //   received -> [pulling: RDMA Reads of the Read chunk] -> executing (the
