@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "fio.h"
 #include "optgroup.h"
@@ -106,23 +107,29 @@ static void nfsrdma_cleanup(struct thread_data *td) {
   td->io_ops_data = NULL;
 }
 
-/* fio's I/O buffers, registered once for the job's life. */
+/* fio's I/O buffers, registered once for the job's life, in a mapping of
+ * their own: the registration pins no page shared with the heap. */
 static int nfsrdma_iomem_alloc(struct thread_data *td, size_t total) {
   struct engine_data *ed = td->io_ops_data;
   int r;
-  if (posix_memalign((void **)&td->orig_buffer, page_size, total)) return 1;
-  r = nfsrdma_register(ed->session, td->orig_buffer, total);
-  if (r < 0) {
-    log_err("nfsrdma: registering %zu bytes of I/O buffers failed: %s\n", total, strerror(-r));
-    free(td->orig_buffer);
-    td->orig_buffer = NULL;
+  void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    log_err("nfsrdma: cannot map %zu bytes of I/O buffers: %s\n", total, strerror(errno));
     return 1;
   }
+  r = nfsrdma_register(ed->session, p, total);
+  if (r < 0) {
+    log_err("nfsrdma: registering %zu bytes of I/O buffers failed: %s\n", total, strerror(-r));
+    munmap(p, total);
+    return 1;
+  }
+  td->orig_buffer = p;
   return 0;
 }
 
+/* fio passes the size it allocated with as orig_buffer_size. */
 static void nfsrdma_iomem_free(struct thread_data *td) {
-  free(td->orig_buffer);
+  munmap(td->orig_buffer, td->orig_buffer_size);
   td->orig_buffer = NULL;
 }
 

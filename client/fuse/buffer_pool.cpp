@@ -1,20 +1,16 @@
 #include "client/fuse/buffer_pool.hpp"
 
-#include <sys/mman.h>
-
 #include "lib/base/result.hpp"
 
 namespace nfsrdma::fuse {
 
 BufferPool::BufferPool(std::size_t chunk_bytes, std::size_t chunks) : chunk_(chunk_bytes), count_(chunks) {
-  void* p = ::mmap(nullptr, chunk_ * count_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  NFSRDMA_CHECK(p != MAP_FAILED);
-  base_ = static_cast<std::uint8_t*>(p);
-  ::madvise(p, chunk_ * count_, MADV_HUGEPAGE);
+  auto m = Mapping::anonymous(chunk_ * count_, true);
+  NFSRDMA_CHECK(m.ok());
+  memory_ = std::move(*m);
+  base_ = memory_.data();
   for (std::size_t i = count_; i-- > 0;) free_.push_back(base_ + i * chunk_);
 }
-
-BufferPool::~BufferPool() { ::munmap(base_, chunk_ * count_); }
 
 std::uint8_t* BufferPool::acquire(const std::function<void()>& starved) {
   std::unique_lock lk(mu_);

@@ -10,12 +10,13 @@
 #include <span>
 #include <vector>
 
+#include "lib/base/mapping.hpp"
+
 namespace nfsrdma::fuse {
 
 class BufferPool {
  public:
   BufferPool(std::size_t chunk_bytes, std::size_t chunks);
-  ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
@@ -31,6 +32,7 @@ class BufferPool {
 
  private:
   std::size_t chunk_, count_;
+  Mapping memory_;
   std::uint8_t* base_;
   std::mutex mu_;  // guards free_
   std::condition_variable cv_;

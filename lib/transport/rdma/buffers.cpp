@@ -9,10 +9,12 @@ namespace nfsrdma::rdma {
 Result<std::unique_ptr<SlotPool>> SlotPool::create(fabric::Domain& domain, std::size_t count, std::size_t slot_bytes,
                                                    bool remote) {
   std::unique_ptr<SlotPool> p(new SlotPool);
-  p->memory_.reset(new std::uint8_t[count * slot_bytes]);
+  auto memory = Mapping::anonymous(count * slot_bytes);
+  if (!memory) return memory.error();
+  p->memory_ = std::move(*memory);
   p->slot_bytes_ = slot_bytes;
   p->count_ = count;
-  auto mr = domain.register_memory(p->memory_.get(), count * slot_bytes, remote);
+  auto mr = domain.register_memory(p->memory_.data(), count * slot_bytes, remote);
   if (!mr) return mr.error();
   p->mr_ = std::move(*mr);
   for (std::size_t i = count; i > 0; --i) p->free_.push_back(i - 1);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "lib/base/mapping.hpp"
 #include "lib/fabric/fabric.hpp"
 #include "lib/rpcrdma/header.hpp"
 
@@ -28,7 +29,7 @@ class SlotPool {
   std::optional<std::size_t> take();  // thread-safe
   void give(std::size_t slot);         // thread-safe
 
-  std::span<std::uint8_t> slot(std::size_t i) { return {memory_.get() + i * slot_bytes_, slot_bytes_}; }
+  std::span<std::uint8_t> slot(std::size_t i) { return {memory_.data() + i * slot_bytes_, slot_bytes_}; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   std::size_t count() const { return count_; }
   std::size_t available();
@@ -36,9 +37,9 @@ class SlotPool {
 
  private:
   SlotPool() = default;
-  // Not zero-filled: a pool's pages are touched only when used (and pinned by
-  // providers that pin at registration).
-  std::unique_ptr<std::uint8_t[]> memory_;
+  // Its pages are touched only when used (or pinned by providers that pin at
+  // registration).
+  Mapping memory_;
   fabric::MemoryRegion mr_;
   std::size_t slot_bytes_ = 0, count_ = 0;
   std::mutex mu_;  // guards free_
