@@ -28,6 +28,9 @@ Result<bool> RecordReader::commit(std::size_t n) {
                        " bytes exceeds the limit of " + std::to_string(max_record_bytes_)};
     }
     in_body_ = fragment_left_ > 0;
+    // Room for the whole fragment at once, so the record is never moved as it
+    // grows; buffer() still fills (touches) it only as the bytes arrive.
+    record_.reserve(record_have_ + fragment_left_);
   } else {
     record_have_ += n;
     fragment_left_ -= n;
