@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
     cfg.exports.push_back(std::move(*e));
   }
 
+  // Calls of up to 1 MiB come and go by the thousand a second: keep their
+  // memory in the heap for the next one, rather than mapping fresh pages and
+  // zeroing them in the kernel for every call (measured: TCP WRITE 1 MiB QD16
+  // 1394 -> 1963 MiB/s). The trim below returns what stays unused.
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   // Modes of new files are exactly what clients ask for; they apply their umask.
   ::umask(0);
   sigset_t signals;
