@@ -1,6 +1,9 @@
 // Fuzzes the whole server below the transport: raw RPC messages through the
 // dispatcher, the NFS/MOUNT/PORTMAP services and the DRC, against a real export
-// in a scratch directory. The first input byte picks the listener. Any 28-byte
+// in a scratch directory. The first input byte picks the listener; with its
+// 0x80 bit set, the next four bytes give the position and length of an
+// opaque's body placed outside the message (as an RPC-over-RDMA Read chunk
+// carries WRITE data: IncomingCall::placed), cut from the input's end. Any 28-byte
 // run of 0xAA in the input is replaced by the export's root file handle, so
 // seeds (and their mutations) reach past handle checks into every procedure.
 // Needs root (file handles, identities); otherwise it does nothing.
@@ -76,8 +79,17 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (!world || size < 1) return 0;
   rpc::IncomingCall call;
-  call.listener = 1 + data[0] % 3;
-  call.message.assign(data + 1, data + size);
+  call.listener = 1 + (data[0] & 0x7f) % 3;
+  std::size_t from = 1, to = size;
+  if ((data[0] & 0x80) && size >= 5) {
+    const std::size_t position = (std::size_t{data[1]} << 8) | data[2];
+    const std::size_t length = std::min((std::size_t{data[3]} << 8) | data[4], size - 5);
+    from = 5;
+    to = size - length;
+    call.placed = {data + to, length};
+    call.placed_at = std::min(position, to - from);
+  }
+  call.message.assign(data + from, data + to);
   const nfs3::nfs_fh3& root = world->table.all()[0]->root_fh;
   const std::uint8_t marker[28] = {0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa,
                                    0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa};
