@@ -1,6 +1,8 @@
 #include "lib/transport/rdma/rdma_client.hpp"
 
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
@@ -15,6 +17,24 @@ metrics::Gauge& credits_in_use() {
   static metrics::Gauge& g = metrics::registry().gauge("nfsrdma_client_rdma_credits_in_use",
                                                        "RPC-over-RDMA calls in flight, within the granted credits");
   return g;
+}
+
+// RFC 8166 §3.4.6: a returned chunk carries the segments its call offered,
+// with lengths cut to what was placed. Says what a reply claims beyond that
+// (bytes the server never wrote there, or another call's memory), if anything.
+std::optional<std::string> overclaim(const rpcrdma::Header& h, const std::optional<rpcrdma::Segment>& write,
+                                     const std::optional<rpcrdma::Segment>& reply) {
+  auto beyond = [](const rpcrdma::WriteChunk& c, const std::optional<rpcrdma::Segment>& offered) {
+    if (c.segments.empty()) return false;
+    if (!offered || c.segments.size() != 1) return true;
+    const rpcrdma::Segment& s = c.segments[0];
+    return s.handle != offered->handle || s.offset != offered->offset || s.length > offered->length;
+  };
+  if (h.write_list.size() > 1 || (!h.write_list.empty() && beyond(h.write_list[0], write))) {
+    return "returned a Write chunk beyond what the call offered";
+  }
+  if (h.reply_chunk && beyond(*h.reply_chunk, reply)) return "returned a Reply chunk beyond what the call offered";
+  return std::nullopt;
 }
 }  // namespace
 
@@ -234,15 +254,18 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
     w.segments.push_back({r->mr.key(), plan.write_bytes, r->mr.remote_address(job.direct_reply.data())});
     h.write_list.push_back(w);
     p.reply_placed = true;
+    p.write_offered = w.segments[0];
   } else if (plan.write_bytes) {
     rpcrdma::WriteChunk w;
     w.segments.push_back(segment_for(p.write_slot, plan.write_bytes));
     h.write_list.push_back(w);
+    p.write_offered = w.segments[0];
   }
   if (plan.reply_bytes) {
     rpcrdma::WriteChunk r;
     r.segments.push_back(segment_for(p.reply_slot, plan.reply_bytes));
     h.reply_chunk = r;
+    p.reply_offered = r.segments[0];
   }
   std::size_t slot = *send_pool_->take();
   auto buf = send_pool_->slot(slot);
@@ -310,6 +333,9 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
                                 std::to_string(h.vers_low) + "-" + std::to_string(h.vers_high) + ")"}
                     : Error{ErrorDomain::rpc, EPROTO, Action::fail,
                             "rpcrdma: server " + peer_ + " refused the call's chunk lists (ERR_CHUNK)"};
+      } else if (auto lie = overclaim(h, p.write_offered, p.reply_offered)) {
+        spdlog::warn("rdma: reply from {} for xid {:#x} refused: {}", peer_, h.xid, *lie);
+        error = Error{ErrorDomain::rpc, EPROTO, Action::fail, "rpcrdma: server " + peer_ + " " + *lie};
       } else if (h.proc == rpcrdma::RDMA_NOMSG && h.reply_chunk && p.reply_slot) {
         std::uint64_t n = std::min<std::uint64_t>(h.reply_chunk->length(), bounce_->slot_bytes());
         auto src = bounce_->slot(*p.reply_slot).first(n);

@@ -69,6 +69,8 @@ class RdmaClient final : public rpc::ClientTransport {
     rpc::ReplyHandler handler;
     std::optional<std::size_t> read_slot, write_slot, reply_slot;
     bool reply_placed = false;  // the Write chunk was the caller's memory
+    // What the call offered; a reply claiming more is refused.
+    std::optional<rpcrdma::Segment> write_offered, reply_offered;
   };
   struct SlotCtx {
     fabric::OpContext op;
