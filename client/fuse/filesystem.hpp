@@ -87,7 +87,10 @@ class Filesystem {
   };
   static OpenFile* opened(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
   struct DirHandle;
-  void fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
+  // The kernel's next `size` bytes of listing from `off`, built under d.mu.
+  // The reply goes out after d.mu is released: once the kernel has it, a
+  // RELEASEDIR may delete `d` on another thread.
+  std::vector<char> fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
   using StoreEntries = std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool)>;
   void fs_readdirplus_fallback(fuse_req_t req, const nfs3::nfs_fh3& dir, std::uint64_t cookie,
                                const nfs3::verf8& verf, const StoreEntries& store, const client::Identity& who);

@@ -40,22 +40,30 @@ void Filesystem::fs_releasedir(fuse_req_t req, fuse_file_info* fi) {
 void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
   auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
   auto cookie = static_cast<std::uint64_t>(off);
+  std::vector<char> cached;
+  bool hit = false;
   {
     std::lock_guard lk(d.mu);
     bool covered = d.valid && (cookie == d.start || std::any_of(d.batch.begin(), d.batch.end(),
                                                                 [&](auto& e) { return e.cookie == cookie; }));
     bool at_end = d.valid && (d.batch.empty() ? cookie == d.start : d.batch.back().cookie == cookie);
-    if (covered && !(at_end && !d.eof)) return fill_dir(req, d, size, off);
+    hit = covered && !(at_end && !d.eof);
+    if (hit) cached = fill_dir(req, d, size, off);
   }
+  if (hit) return (void)fuse_reply_buf(req, cached.data(), cached.size());
   auto who = caller(req);
   auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof) {
-    std::lock_guard lk(d.mu);
-    d.verf = verf;
-    d.batch = std::move(entries);
-    d.start = cookie;
-    d.eof = eof || d.batch.empty();
-    d.valid = true;
-    fill_dir(req, d, size, off);
+    std::vector<char> listing;
+    {
+      std::lock_guard lk(d.mu);
+      d.verf = verf;
+      d.batch = std::move(entries);
+      d.start = cookie;
+      d.eof = eof || d.batch.empty();
+      d.valid = true;
+      listing = fill_dir(req, d, size, off);
+    }
+    fuse_reply_buf(req, listing.data(), listing.size());
   };
   verf8 verf = cookie == 0 ? verf8{} : d.verf;
   if (readdirplus_) {
@@ -85,7 +93,7 @@ void Filesystem::fs_readdirplus_fallback(fuse_req_t req, const nfs_fh3& dir, std
 }
 
 // Called with d.mu held.
-void Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off) {
+std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off) {
   auto cookie = static_cast<std::uint64_t>(off);
   std::size_t i = 0;
   if (cookie != d.start) {
@@ -118,7 +126,8 @@ void Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t 
     }
     used += need;
   }
-  fuse_reply_buf(req, buf.data(), used);
+  buf.resize(used);
+  return buf;
 }
 
 }  // namespace nfsrdma::fuse
