@@ -8,6 +8,10 @@ fail() { echo "FAIL: $*"; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && { echo "--- serv
 [ "$(id -u)" = 0 ] || skip "needs root (the server uses file handles and per-call identities)"
 : "${NFSRDMA_SERVER:?set NFSRDMA_SERVER to the nfsrdma-server binary}"
 
+# Binaries by absolute path: the test runs from $WORK.
+NFSRDMA_SERVER=$(realpath -m "$NFSRDMA_SERVER")
+[ -n "${NFSRDMA_FUSE:-}" ] && NFSRDMA_FUSE=$(realpath -m "$NFSRDMA_FUSE")
+[ -n "${FIO_ENGINE:-}" ] && FIO_ENGINE=$(realpath -m "$FIO_ENGINE")
 WORK=$(mktemp -d /tmp/nfsrdma-interop-XXXXXX)
 TESTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$WORK"   # whatever a tool leaves behind (fio's verify state) goes with $WORK
