@@ -2,10 +2,11 @@
 # Clients killed with SIGKILL in the middle of writes, over RPC-RDMA and TCP:
 # the server frees each connection's credits and registered memory (the
 # metrics return to what they were before), keeps no descriptors, its resident
-# memory comes back to within 32 MiB of where it started and grows by at most
-# 4 MiB over the second half of the kills (a leak of even 100 KiB a kill would
-# show; what the allocator keeps after the first few does not grow), and the
-# next client works. make test: 10 kills; make stress: 100.
+# memory comes back to within 32 MiB of where it started and, in the long
+# version, grows by at most 4 MiB over the second 50 kills (a leak of even
+# 100 KiB a kill would show; the allocator fills its arenas over the first 20
+# or so and then stays flat), and the next client works. make test: 10 kills;
+# make stress: 100.
 . "$(dirname "$0")/common.sh"
 command -v fio >/dev/null || skip "fio is not installed"
 : "${FIO_ENGINE:?set FIO_ENGINE to nfsrdma.so}"
@@ -39,7 +40,7 @@ for i in $(seq "$KILLS"); do
   pid=$!
   sleep 0.$((RANDOM % 4 + 3))
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
-  if [ "$i" = $((KILLS / 2)) ]; then
+  if [ "$KILLS" -ge 40 ] && [ "$i" = $((KILLS / 2)) ]; then
     idle || true
     sleep 6  # the server trims its heap every 5 s
     rss_mid=$(rss_kib "$SERVER_PID")
@@ -54,13 +55,14 @@ reg1=$(metric "$MET" 'nfsrdma_rdma_registered_bytes{access="local"}')/$(metric "
 [ "$reg1" = "$reg0" ] || fail "registered memory (local/remote bytes) went from $reg0 to $reg1"
 [ "$fds1" -le "$fds0" ] || fail "server descriptors grew from $fds0 to $fds1"
 # Freed heap goes back to the system within 5 s (the server trims); live memory stays.
+grew_late() { [ -n "${rss_mid:-}" ] && [ "$rss1" -gt $((rss_mid + 4096)) ]; }
 for _ in $(seq 30); do
-  [ "$rss1" -le $((rss0 + 32768)) ] && [ "$rss1" -le $((rss_mid + 4096)) ] && break
+  [ "$rss1" -le $((rss0 + 32768)) ] && ! grew_late && break
   sleep 0.5
   rss1=$(rss_kib "$SERVER_PID")
 done
 [ "$rss1" -le $((rss0 + 32768)) ] || fail "server memory grew from $rss0 KiB to $rss1 KiB"
-[ "$rss1" -le $((rss_mid + 4096)) ] || fail "server memory grew from $rss_mid KiB after $((KILLS / 2)) kills to $rss1 KiB after $KILLS"
+! grew_late || fail "server memory grew from $rss_mid KiB after $((KILLS / 2)) kills to $rss1 KiB after $KILLS"
 (job rdma --filename=after --rw=write --bs=64k --size=32M --iodepth=8 --verify=crc32c --verify_fatal=1 >"$WORK/after" 2>&1) ||
   { cat "$WORK/after"; fail "a client after the kills failed"; }
-echo "ok: $KILLS clients killed mid-write; connections 0, credits 0, registered bytes (local/remote) $reg0 -> $reg1, fds $fds0 -> $fds1, RSS $rss0 -> $rss_mid (half-way) -> $rss1 KiB; the next client verified"
+echo "ok: $KILLS clients killed mid-write; connections 0, credits 0, registered bytes (local/remote) $reg0 -> $reg1, fds $fds0 -> $fds1, RSS $rss0 -> ${rss_mid:+$rss_mid (half-way) -> }$rss1 KiB; the next client verified"
