@@ -1,5 +1,4 @@
 // nfsrdma-server: the NFSv3 + MOUNTv3 server. Command line, logging, signals.
-#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "lib/base/heap.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics_http.hpp"
 #include "server/server.hpp"
@@ -78,12 +78,6 @@ int main(int argc, char** argv) {
     cfg.exports.push_back(std::move(*e));
   }
 
-  // Calls of up to 1 MiB come and go by the thousand a second: keep their
-  // memory in the heap for the next one, rather than mapping fresh pages and
-  // zeroing them in the kernel for every call (measured: TCP WRITE 1 MiB QD16
-  // 1394 -> 1963 MiB/s). The trim below returns what stays unused.
-  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   // Modes of new files are exactly what clients ask for; they apply their umask.
   ::umask(0);
   sigset_t signals;
@@ -91,6 +85,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread started below inherits it
+  HeapKeeper heap;
   ::signal(SIGPIPE, SIG_IGN);
 
   auto srv = server::Server::start(cfg);
@@ -102,13 +97,8 @@ int main(int argc, char** argv) {
     metrics_http = std::move(*m);
   }
   std::thread waiter([&] {
-    // Between signals, every 5 s: hand freed heap back to the system. Worker
-    // threads' arenas otherwise keep what bursts of 1 MiB calls once needed
-    // (measured: 32 -> 178 MiB resident after 100 clients killed mid-write,
-    // 56 MiB after a trim), which hides real growth from anyone watching.
-    const timespec every{5, 0};
     int sig = -1;
-    while ((sig = sigtimedwait(&signals, nullptr, &every)) < 0) ::malloc_trim(0);
+    sigwait(&signals, &sig);
     spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     (*srv)->shutdown();
   });
