@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "client/fuse/filesystem.hpp"
+#include "lib/base/heap.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics_http.hpp"
 
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
 
   // ORDER: fork before any thread exists (the NFS client starts several).
   if (!foreground) detach_or_exit();
+  HeapKeeper heap;
   if (!init_logging(log_level, foreground ? "" : "nfsrdma-fuse")) return fail("unknown log level " + log_level);
   ::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<metrics::HttpEndpoint> metrics_http;
@@ -155,9 +157,14 @@ int main(int argc, char** argv) {
   report_to_parent(0);
   if (!foreground) [[maybe_unused]] int r = ::chdir("/");
 
+  // A worker, once started, stays: each new one allocates FUSE's 1 MiB
+  // request buffer in whichever allocator arena it lands on, and with workers
+  // coming and going under load every arena came to keep the most it ever
+  // held (measured: the 10-minute soak's client grew 14% with 8 idle workers).
+  constexpr unsigned kWorkers = 32;
   fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_max_threads(cfg, 32);
-  fuse_loop_cfg_set_idle_threads(cfg, 8);
+  fuse_loop_cfg_set_max_threads(cfg, kWorkers);
+  fuse_loop_cfg_set_idle_threads(cfg, kWorkers);
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   spdlog::info("unmounting {}", mountpoint);
