@@ -1,11 +1,11 @@
 // The heap policy of the long-running processes (server and FUSE client).
 // Buffers of up to 1 MiB come and go by the thousand a second (calls, TCP
-// records, FUSE requests): they are kept in the heap for the next one rather
-// than mapped fresh and zeroed by the kernel each time. glibc then returns
-// freed memory to the system only from the top of each thread's arena, so
-// arenas keep what a burst once needed and resident memory shows that
-// high-water mark rather than what is in use; a thread hands back what stays
-// free every few seconds.
+// records): they are kept in the heap for the next one rather than mapped
+// fresh and zeroed by the kernel each time. Freed memory stays with the
+// thread arena it came from, so every 5 s a thread hands the free pages back
+// (malloc_trim). That does not shrink a thread arena's top, which is kept up
+// to M_TRIM_THRESHOLD: big buffers must not be allocated by threads that come
+// and go (see nfsrdma-fuse's workers), or each arena keeps its high-water mark.
 #pragma once
 
 #include <chrono>
