@@ -18,6 +18,9 @@ cd "$WORK"   # whatever a tool leaves behind (fio's verify state) goes with $WOR
 LOG=$WORK/server.log
 SERVER_PID=
 cleanup() {
+  # Whatever is still mounted under $WORK goes first, lazily; that includes a
+  # mount whose client died (stat fails there, so mountpoint(1) cannot tell).
+  awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null
   [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
   rm -rf "$WORK"
 }

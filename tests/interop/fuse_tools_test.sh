@@ -11,8 +11,6 @@ EXPORT=$WORK/export MNT=$WORK/mnt SRC=$WORK/src
 mkdir -p "$EXPORT" "$MNT" "$SRC"
 RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
 OPTS="proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT"
-umount_all() { for m in "$MNT" "$WORK/mnt2"; do mountpoint -q "$m" && umount "$m"; done; return 0; }
-on_exit 'umount_all'
 
 "$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "$OPTS" || fail "nfsrdma-fuse did not mount"
 grep -q " $MNT fuse.nfsrdma " /proc/mounts || fail "no fuse.nfsrdma entry in /proc/mounts"

@@ -19,7 +19,7 @@ kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true  # again, with metric
 SERVER_PID=$!
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$NFS_PORT") 2>/dev/null && break; sleep 0.05; done
 PROM_PID=
-on_exit 'mountpoint -q "$MNT" && umount "$MNT"; [ -n "$PROM_PID" ] && kill "$PROM_PID"'
+on_exit '[ -n "$PROM_PID" ] && kill "$PROM_PID"'
 
 "$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" \
   -o "proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT,metrics=127.0.0.1:$CMET" || fail "mount"

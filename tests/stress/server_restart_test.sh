@@ -9,7 +9,6 @@ SIZE_MIB=$(long 256 1024) REPS=$(long 1 10)
 EXPORT=$WORK/export MNT=$WORK/mnt
 mkdir -p "$EXPORT" "$MNT"
 RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
-on_exit 'mountpoint -q "$MNT" && umount -l "$MNT"'
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/src"
 for proto in rdma tcp; do
   port=$([ $proto = rdma ] && echo "$RDMA_PORT" || echo "$NFS_PORT")

@@ -12,7 +12,6 @@ SECS=$(long 90 600)
 EXPORT=$WORK/export MNT=$WORK/mnt
 mkdir -p "$EXPORT" "$MNT"
 RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
-on_exit 'mountpoint -q "$MNT" && umount -l "$MNT"'
 "$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT" ||
   fail "mount"
 FUSE=$(fuse_pid "$MNT")
