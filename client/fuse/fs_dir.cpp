@@ -2,6 +2,8 @@
 // (many kernel readdir calls' worth); the kernel's readdir offsets are the
 // NFS cookies, so a listing resumes wherever the kernel asks. Servers without
 // READDIRPLUS get READDIR, and entries then carry no attributes.
+#include <optional>
+
 #include "client/core/errno_map.hpp"
 #include "client/fuse/filesystem.hpp"
 
@@ -40,17 +42,15 @@ void Filesystem::fs_releasedir(fuse_req_t req, fuse_file_info* fi) {
 void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, off_t off, fuse_file_info* fi) {
   auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
   auto cookie = static_cast<std::uint64_t>(off);
-  std::vector<char> cached;
-  bool hit = false;
+  std::optional<std::vector<char>> cached;
   {
     std::lock_guard lk(d.mu);
     bool covered = d.valid && (cookie == d.start || std::any_of(d.batch.begin(), d.batch.end(),
                                                                 [&](auto& e) { return e.cookie == cookie; }));
     bool at_end = d.valid && (d.batch.empty() ? cookie == d.start : d.batch.back().cookie == cookie);
-    hit = covered && !(at_end && !d.eof);
-    if (hit) cached = fill_dir(req, d, size, off);
+    if (covered && !(at_end && !d.eof)) cached = fill_dir(req, d, size, off);
   }
-  if (hit) return (void)fuse_reply_buf(req, cached.data(), cached.size());
+  if (cached) return (void)fuse_reply_buf(req, cached->data(), cached->size());
   auto who = caller(req);
   auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof) {
     std::vector<char> listing;
