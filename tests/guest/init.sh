@@ -1,0 +1,34 @@
+#!/bin/busybox sh
+# /init of the soft-RoCE guest (packed by prepare.sh). Mounts the host's root
+# read-only over 9p under a tmpfs overlay, runs the job the host left in the
+# results share (job.sh) in that root, keeps its exit status, and powers off.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+R=$(sed -n 's/.*nfsrdma.results=\([^ ]*\).*/\1/p' /proc/cmdline)  # the results share's path
+K=$(sed -n 's/.*nfsrdma.kernel=\([^ ]*\).*/\1/p' /proc/cmdline)   # the unpacked kernel package
+for m in $(cat /modules.list); do insmod "/lib/modules/$m" || echo "guest: insmod $m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower || { echo "guest: no host root"; poweroff -f; }
+mount -t tmpfs -o size=75% tmpfs /upper
+mkdir -p /upper/u /upper/w
+mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot
+mkdir -p "/newroot$R"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results "/newroot$R"
+for d in proc sys dev; do mount --move /$d /newroot/$d; done
+mount -t tmpfs tmpfs /newroot/tmp
+mount -t tmpfs tmpfs /newroot/run
+mkdir -p /newroot/dev/pts /newroot/dev/shm
+mount -t devpts devpts /newroot/dev/pts
+mount -t tmpfs tmpfs /newroot/dev/shm
+mount -t configfs configfs /newroot/sys/kernel/config 2>/dev/null
+ver=$(uname -r)
+# The guest kernel's modules, from the build directory on the host's root.
+mkdir -p /newroot/lib/modules
+ln -sfn "$K/lib/modules/$ver" "/newroot/lib/modules/$ver"
+echo /sbin/modprobe >/newroot/proc/sys/kernel/modprobe
+chroot /newroot /bin/sh -c "cd / && exec /bin/bash $R/job.sh" >"/newroot$R/output.log" 2>&1
+echo $? >"/newroot$R/rc"
+sync
+umount "/newroot$R"
+poweroff -f

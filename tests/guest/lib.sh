@@ -1,0 +1,37 @@
+# Sourced inside the guest: two soft-RoCE "hosts" joined by one veth link.
+#   server side: v0 $SERVER_IP, rxe0      client side: v1 $CLIENT_IP, rxe1
+# Both ends stay in the initial network namespace, because 6.1's rdma_rxe
+# receives RoCEv2 (UDP 4791) only there. Policy routing sends what this host
+# sends to either address out of the other end's veth, so every packet between
+# them crosses the link as RoCEv2 or TCP, where tshark sees it on v0, and
+# each end's soft-RoCE device carries its own side.
+SERVER_IP=10.99.0.1 CLIENT_IP=10.99.0.2
+
+guest_log() { echo "guest: $*"; }
+
+rdma_net_up() {
+  local m
+  for m in veth rdma_rxe rdma_ucm ib_uverbs rpcrdma nfsd nfsv3 fuse crc32_generic; do
+    modprobe "$m" || { guest_log "modprobe $m failed"; return 1; }
+  done
+  ip link set lo up
+  ip link add v0 type veth peer name v1
+  ip addr add "$SERVER_IP/24" dev v0
+  ip addr add "$CLIENT_IP/24" dev v1
+  local i
+  for i in all default v0 v1; do
+    sysctl -qw "net.ipv4.conf.$i.accept_local=1" "net.ipv4.conf.$i.rp_filter=0"
+  done
+  # 9000-byte frames: RoCE MTU 4096, a quarter of the packets of 1500.
+  ip link set v0 mtu 9000 up && ip link set v1 mtu 9000 up
+  # Local delivery after the link rules; locally sent packets (iif lo) for
+  # the other end leave through the other end's veth.
+  ip rule add pref 1000 lookup local
+  ip rule del pref 0 lookup local
+  ip route add "$SERVER_IP/32" dev v1 src "$CLIENT_IP" table 101
+  ip route add "$CLIENT_IP/32" dev v0 src "$SERVER_IP" table 102
+  ip rule add pref 100 iif lo to "$SERVER_IP/32" lookup 101
+  ip rule add pref 101 iif lo to "$CLIENT_IP/32" lookup 102
+  rdma link add rxe0 type rxe netdev v0
+  rdma link add rxe1 type rxe netdev v1
+}

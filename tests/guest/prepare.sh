@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Prepares the soft-RoCE guest under BUILD/guest (default build/guest): Debian's
+# own 6.1 kernel unpacked from its package (never installed on this host), a
+# busybox initramfs that mounts this host's root read-only over 9p under a
+# tmpfs overlay, and nfs-kernel-server's userland unpacked for the guest only.
+# Idempotent: what is already there is reused. Prints the guest directory.
+set -euo pipefail
+BUILD=$(realpath -m "${1:-build}")
+G=$BUILD/guest
+mkdir -p "$G"
+
+need=()
+for p in qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common tshark; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "guest: installing ${need[*]}" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The kernel Debian 12 ships now (what linux-image-amd64 points at).
+if [ ! -f "$G/kernel/version" ]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -n "$pkg" ] || { apt-get update -qq >&2; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'); }
+  [ -n "$pkg" ] || { echo "guest: no linux-image-amd64 in the package lists" >&2; exit 1; }
+  rm -rf "$G/kernel" "$G/dl" && mkdir -p "$G/dl"
+  (cd "$G/dl" && apt-get download -qq "$pkg" 2>/dev/null)
+  dpkg -x "$G"/dl/linux-image-*.deb "$G/kernel"
+  ver=${pkg#linux-image-}
+  depmod -b "$G/kernel" "$ver"
+  rm -rf "$G/dl"
+  echo "$ver" >"$G/kernel/version"
+fi
+ver=$(cat "$G/kernel/version")
+
+# nfs-kernel-server's programs (rpc.nfsd, rpc.mountd, exportfs), for the guest
+# only: installing it here would try to start an NFS server on this host.
+if [ ! -x "$G/nfsd/usr/sbin/rpc.nfsd" ]; then
+  rm -rf "$G/nfsd" "$G/dl" && mkdir -p "$G/dl"
+  (cd "$G/dl" && apt-get download -qq nfs-kernel-server 2>/dev/null)
+  dpkg -x "$G"/dl/nfs-kernel-server_*.deb "$G/nfsd"
+  rm -rf "$G/dl"
+fi
+
+# The initramfs: busybox, the modules that reach the host's root (virtio PCI,
+# 9p, overlay) in load order, and /init.
+if [ ! -f "$G/initramfs.cpio.gz" ] || [ "$G/initramfs.cpio.gz" -ot "$(dirname "$0")/init.sh" ]; then
+  R=$G/initramfs
+  rm -rf "$R" && mkdir -p "$R"/{bin,proc,sys,dev,lower,upper,newroot,lib/modules}
+  cp /bin/busybox "$R/bin/busybox"
+  mdir=$G/kernel/lib/modules/$ver
+  : >"$R/modules.list"
+  add_module() {  # the module after what it depends on, each once
+    local rel=$1 dep
+    grep -qxF "$rel" "$R/modules.list" && return 0
+    for dep in $(awk -v m="$rel:" '$1 == m {for (i = 2; i <= NF; i++) print $i}' "$mdir/modules.dep"); do
+      add_module "$dep"
+    done
+    mkdir -p "$R/lib/modules/$(dirname "$rel")"
+    cp "$mdir/$rel" "$R/lib/modules/$rel"
+    echo "$rel" >>"$R/modules.list"
+  }
+  for m in drivers/virtio/virtio_pci.ko net/9p/9pnet_virtio.ko fs/9p/9p.ko fs/overlayfs/overlay.ko; do
+    add_module "kernel/$m"
+  done
+  cp "$(dirname "$0")/init.sh" "$R/init"
+  chmod 0755 "$R/init"
+  (cd "$R" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$G/initramfs.cpio.gz"
+  rm -rf "$R"
+fi
+echo "$G"
