@@ -32,6 +32,14 @@ std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p) {
 std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data) {
   if (auto p = decode_at(data)) return p;
   if (!data.empty() && data[0] >= 8 && data[0] < data.size()) return decode_at(data.subspan(1));
+  // libfabric's verbs provider reads the first byte of a peer's private data
+  // as the length of what follows and hands over the rest: from the Linux
+  // kernel (which sends RFC 8797 data unframed) the magic's first byte is gone.
+  if (data.size() >= 7 && data[0] == 0xab && data[1] == 0x0e && data[2] == 0x18) {
+    std::array<std::uint8_t, 8> whole{0xf6};
+    std::copy_n(data.begin(), 7, whole.begin() + 1);
+    return decode_at(whole);
+  }
   return std::nullopt;
 }
 

@@ -26,8 +26,10 @@ struct ConnectPrivate {
 std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p);
 
 // Reads private data as a provider hands it over. Some libfabric providers put
-// a one-byte length in front or pad the buffer; both are accepted. Nothing (or
-// something without our magic) means the peer did not send any.
+// a one-byte length in front or pad the buffer; both are accepted, and so is
+// what libfabric's verbs provider makes of a kernel peer's data (the magic's
+// first byte taken as that length). Nothing (or something without our magic)
+// means the peer did not send any.
 std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data);
 
 }  // namespace nfsrdma::rpcrdma

@@ -204,6 +204,17 @@ TEST(PrivateData, GoldenAndTolerant) {
   EXPECT_FALSE(decode_private(Bytes{}));
   EXPECT_FALSE(decode_private(Bytes{1, 2, 3, 4, 5, 6, 7, 8}));
   for (std::size_t n = 0; n < 8; ++n) EXPECT_FALSE(decode_private(std::span(bytes.data(), n)));
+  // The Linux kernel's data (send 4 KiB, receive 4 KiB) as libfabric's verbs
+  // provider hands it over: 0xf6 taken as a length, the rest, then zeros.
+  Bytes kernel = {0xab, 0x0e, 0x18, 1, 0, 3, 3};
+  kernel.resize(64, 0);
+  auto k = decode_private(kernel);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->version, 1);
+  EXPECT_EQ(k->send_size, 4096u);
+  EXPECT_EQ(k->recv_size, 4096u);
+  for (std::size_t n = 0; n < 7; ++n) EXPECT_FALSE(decode_private(std::span(kernel.data(), n)));
+  EXPECT_FALSE(decode_private(Bytes{0xab, 0x0e, 0x19, 1, 0, 3, 3}));
   ConnectPrivate big;
   big.send_size = 1u << 30;
   EXPECT_EQ(encode_private(big)[6], 255);
