@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@ using namespace nfsrdma::nfs3;
 
 struct nfsrdma_session {
   std::vector<std::unique_ptr<client::NfsClient>> clients;  // nconnect
+  std::uint32_t rsize = 0, wsize = 0;                       // the server's FSINFO rtmax/wtmax, in pages
   std::size_t next = 0;                                     // round robin, under mu
   std::mutex mu;
   std::condition_variable cv;
@@ -77,6 +79,14 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
     if (!c) return say(c.error().describe());
     s->clients.push_back(std::move(*c));
   }
+  // fio's block size may exceed what the server takes in one READ or WRITE
+  // (a kernel nfsd's limit shrinks with its memory): larger I/O is split.
+  auto info = s->clients[0]->call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{s->clients[0]->root()});
+  if (!info) return say("FSINFO: " + info.error().describe());
+  if (info->status != NFS3_OK) return say(std::string("FSINFO: ") + nfsstat3_name(info->status));
+  auto pages = [](std::uint32_t max) { return max >= 4096 ? max & ~4095u : std::max(max, 512u); };
+  s->rsize = pages(info->rtmax);
+  s->wsize = pages(info->wtmax);
   return s.release();
 }
 
@@ -166,24 +176,73 @@ extern "C" int nfsrdma_unlink(nfsrdma_session* s, const char* path) {
   return -client::nfsstat3_to_errno(r->status);
 }
 
+namespace {
+
+// One READ or WRITE of at most the server's size; `done` gets the bytes
+// moved or -errno.
+void submit_one(nfsrdma_session* s, const nfs_fh3& fh, int op, std::uint8_t* buf, std::size_t len,
+                std::uint64_t offset, std::function<void(long)> done) {
+  client::NfsClient& c = pick(s);
+  if (op == 0) {
+    c.read(fh, offset, {buf, len}, [done = std::move(done)](Result<client::NfsClient::ReadResult> r) {
+      if (!r) return done(fail(r.error()));
+      if (r->status != NFS3_OK) return done(-client::nfsstat3_to_errno(r->status));
+      done(static_cast<long>(r->count));
+    });
+  } else {
+    WRITE3args a{fh, offset, static_cast<std::uint32_t>(len), stable_how::UNSTABLE, {buf, len}};
+    c.write(a, [done = std::move(done)](Result<WRITE3res> r) {
+      if (!r) return done(fail(r.error()));
+      if (r->status != NFS3_OK) return done(-client::nfsstat3_to_errno(r->status));
+      done(static_cast<long>(r->count));
+    });
+  }
+}
+
+// The parts of an I/O larger than the server's size. It completes with the
+// bytes of the leading whole parts (a short part ends the count, as a short
+// read or write would), or the first error.
+struct Split {
+  std::size_t left;
+  std::vector<std::pair<std::size_t, long>> parts;  // (asked, got) by index
+};
+
+}  // namespace
+
 extern "C" int nfsrdma_submit(nfsrdma_session* s, void* file, int op, void* buf, size_t len, uint64_t offset,
                               void* cookie) {
   const nfs_fh3& fh = static_cast<File*>(file)->fh;
-  client::NfsClient& c = pick(s);
-  if (op == 0) {
-    c.read(fh, offset, {static_cast<std::uint8_t*>(buf), len}, [s, cookie](Result<client::NfsClient::ReadResult> r) {
-      if (!r) return complete(s, cookie, fail(r.error()));
-      if (r->status != NFS3_OK) return complete(s, cookie, -client::nfsstat3_to_errno(r->status));
-      complete(s, cookie, static_cast<long>(r->count));
-    });
-  } else if (op == 1) {
-    WRITE3args a{fh, offset, static_cast<std::uint32_t>(len), stable_how::UNSTABLE,
-                 {static_cast<const std::uint8_t*>(buf), len}};
-    c.write(a, [s, cookie](Result<WRITE3res> r) {
-      if (!r) return complete(s, cookie, fail(r.error()));
-      if (r->status != NFS3_OK) return complete(s, cookie, -client::nfsstat3_to_errno(r->status));
-      complete(s, cookie, static_cast<long>(r->count));
-    });
+  auto* data = static_cast<std::uint8_t*>(buf);
+  if (op == 0 || op == 1) {
+    std::size_t max = op == 0 ? s->rsize : s->wsize;
+    if (len <= max) {
+      submit_one(s, fh, op, data, len, offset, [s, cookie](long r) { complete(s, cookie, r); });
+      return 0;
+    }
+    std::size_t n = (len + max - 1) / max;
+    auto split = std::make_shared<Split>();
+    split->left = n;
+    split->parts.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t part = std::min(max, len - i * max);
+      split->parts[i].first = part;
+      submit_one(s, fh, op, data + i * max, part, offset + i * max, [s, cookie, split, i](long r) {
+        bool last;
+        {
+          std::lock_guard lk(s->mu);
+          split->parts[i].second = r;
+          last = --split->left == 0;
+        }
+        if (!last) return;
+        long total = 0;
+        for (auto [asked, got] : split->parts) {
+          if (got < 0) return complete(s, cookie, got);
+          total += got;
+          if (static_cast<std::size_t>(got) < asked) break;
+        }
+        complete(s, cookie, total);
+      });
+    }
   } else if (op == 2) {
     // UNSTABLE writes become durable with COMMIT; every connection of the session commits.
     auto left = std::make_shared<std::pair<std::size_t, long>>(s->clients.size(), 0);
