@@ -113,11 +113,12 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
     auto req = must(l->wait_request(-1));
     if (!req) continue;
     std::vector<std::uint8_t> buffer(buffer_bytes);
-    MemoryRegion target = must(l->domain().register_memory(buffer.data(), buffer.size(), true));
+    Domain& domain = *must(l->domain_for(*req));
+    MemoryRegion target = must(domain.register_memory(buffer.data(), buffer.size(), true));
     Messages storage;
     Messages* msgs = &storage;
-    auto ep = must(Endpoint::accept(l->domain(), req->info.get(), {}, 5000, 64, [&](Endpoint& e) -> Result<void> {
-      storage = setup_messages(l->domain(), e);
+    auto ep = must(Endpoint::accept(domain, req->info.get(), {}, 5000, 64, [&](Endpoint& e) -> Result<void> {
+      storage = setup_messages(domain, e);
       return {};
     }));
     Pump pump{*ep, *msgs, {}, 0};

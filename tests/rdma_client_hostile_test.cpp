@@ -46,7 +46,9 @@ class LyingServer {
       req = std::move(*r);
     }
     if (!req) return;
-    fabric::Domain& domain = listener_->domain();
+    auto d = listener_->domain_for(*req);
+    if (!d) return;
+    fabric::Domain& domain = **d;
     mr_ = domain.register_memory(buf_, sizeof buf_, false).value();
     rpcrdma::ConnectPrivate mine;
     mine.send_size = mine.recv_size = 4096;

@@ -16,6 +16,7 @@ constexpr std::uint32_t kApiVersion = FI_VERSION(1, 10);
 // FI_MR_BASIC semantics, asked of every provider (see fabric.hpp).
 constexpr std::uint64_t kMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 constexpr std::size_t kCmEntryBytes = sizeof(fi_eq_cm_entry) + 256;
+constexpr std::size_t kQueueDepth = 1024;
 
 // Reads one connection-management event; the private data follows the entry.
 struct CmEvent {
@@ -61,9 +62,12 @@ Info::~Info() {
   if (info_) fi_freeinfo(info_);
 }
 
-Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
-                      bool passive) {
+namespace {
+Result<Info> get_info_sized(const std::string& provider, const std::string& node, const std::string& service,
+                            bool passive, std::size_t queue_depth) {
   Info hints(fi_allocinfo());
+  hints->tx_attr->size = queue_depth;
+  hints->rx_attr->size = queue_depth;
   hints->ep_attr->type = FI_EP_MSG;
   hints->caps = FI_MSG | FI_RMA;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -81,6 +85,17 @@ Result<Info> get_info(const std::string& provider, const std::string& node, cons
     return e;
   }
   return Info(out);
+}
+}  // namespace
+
+Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
+                      bool passive) {
+  // Queues deep enough for 1024 credits' receives and their replies' Sends
+  // and RMA, where the device allows; else the provider's defaults (verbs
+  // gives 384 unless asked, and refuses more than the device has).
+  auto r = get_info_sized(provider, node, service, passive, kQueueDepth);
+  if (!r && r.error().code == FI_ENODATA) r = get_info_sized(provider, node, service, passive, 0);
+  return r;
 }
 
 Result<std::string> choose_provider(const std::string& requested) {
@@ -175,7 +190,10 @@ Result<MemoryRegion> Domain::register_memory(void* addr, std::size_t len, bool r
 
 Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth) {
   fi_cq_attr cq_attr{};
-  cq_attr.size = queue_depth * 4;
+  // One queue takes every completion: room for a full send and receive
+  // queue, so it never overruns (verbs also reserves the receive queue's
+  // share of it at bind, and refuses Sends past the rest).
+  cq_attr.size = std::max(queue_depth * 4, info->tx_attr->size + info->rx_attr->size);
   cq_attr.format = FI_CQ_FORMAT_MSG;
   cq_attr.wait_obj = FI_WAIT_UNSPEC;
   fi_eq_attr eq_attr{};
@@ -326,13 +344,14 @@ Result<std::unique_ptr<Listener>> Listener::listen(const std::string& provider, 
   auto info = get_info(provider, host, std::to_string(port), true);
   if (!info) return info.error();
   l->info_ = std::move(*info);
-  auto d = Domain::open(l->info_.get());
-  if (!d) return d.error();
-  l->domain_ = std::move(*d);
+  // A passive endpoint needs a fabric, not a domain: with no address to
+  // listen on, verbs' passive info names no one device.
+  if (int rc = fi_fabric(l->info_->fabric_attr, &l->fabric_, nullptr); rc != 0) return fabric_error(rc, "fi_fabric");
   fi_eq_attr eq_attr{};
   eq_attr.wait_obj = FI_WAIT_UNSPEC;
-  if (int rc = fi_eq_open(l->domain_->fabric(), &eq_attr, &l->eq_, nullptr); rc != 0) return fabric_error(rc, "fi_eq_open");
-  if (int rc = fi_passive_ep(l->domain_->fabric(), l->info_.get(), &l->pep_, nullptr); rc != 0) {
+  eq_attr.flags = FI_WRITE;  // wake() writes to it; verbs refuses that otherwise
+  if (int rc = fi_eq_open(l->fabric_, &eq_attr, &l->eq_, nullptr); rc != 0) return fabric_error(rc, "fi_eq_open");
+  if (int rc = fi_passive_ep(l->fabric_, l->info_.get(), &l->pep_, nullptr); rc != 0) {
     return fabric_error(rc, "fi_passive_ep");
   }
   if (int rc = fi_pep_bind(l->pep_, &l->eq_->fid, 0); rc != 0) return fabric_error(rc, "fi_pep_bind");
@@ -343,8 +362,22 @@ Result<std::unique_ptr<Listener>> Listener::listen(const std::string& provider, 
 }
 
 Listener::~Listener() {
+  // ORDER: the passive endpoint and its queue before the fabric; domains
+  // (and what is registered in them) go with the members, after.
   close_fid(pep_ ? &pep_->fid : nullptr);
   close_fid(eq_ ? &eq_->fid : nullptr);
+  close_fid(fabric_ ? &fabric_->fid : nullptr);
+}
+
+Result<Domain*> Listener::domain_for(const ConnectRequest& req) {
+  const char* name = req.info->domain_attr && req.info->domain_attr->name ? req.info->domain_attr->name : "";
+  auto it = domains_.find(name);
+  if (it == domains_.end()) {
+    auto d = Domain::open(req.info.get());
+    if (!d) return d.error();
+    it = domains_.emplace(name, std::move(*d)).first;
+  }
+  return it->second.get();
 }
 
 std::uint16_t Listener::port() const {

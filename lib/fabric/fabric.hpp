@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <memory>
 #include <utility>
@@ -179,6 +180,10 @@ struct ConnectRequest {
   std::vector<std::uint8_t> private_data;
 };
 
+// Listens on every device that has `host` (all of them when empty). A request
+// arrives on one device; domain_for() opens that device's domain the first
+// time (a verbs domain is a device: memory registered in one cannot be used
+// by a connection on another), and keeps it for the listener's life.
 class Listener {
  public:
   static Result<std::unique_ptr<Listener>> listen(const std::string& provider, const std::string& host,
@@ -186,7 +191,9 @@ class Listener {
   ~Listener();
 
   std::uint16_t port() const;
-  Domain& domain() { return *domain_; }
+  // The domain of the device `req` arrived on. Not thread-safe: the thread
+  // that waits for requests calls it.
+  Result<Domain*> domain_for(const ConnectRequest& req);
   // Waits up to `timeout_ms` for a connection request; an empty result on timeout.
   Result<std::optional<ConnectRequest>> wait_request(int timeout_ms);
   void reject(const ConnectRequest& req);
@@ -196,9 +203,10 @@ class Listener {
  private:
   Listener() = default;
   Info info_;
-  std::unique_ptr<Domain> domain_;
+  fid_fabric* fabric_ = nullptr;
   fid_eq* eq_ = nullptr;
   fid_pep* pep_ = nullptr;
+  std::map<std::string, std::unique_ptr<Domain>> domains_;  // by domain (device) name
 };
 
 }  // namespace nfsrdma::fabric

@@ -50,15 +50,17 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
     auto req = (*listener)->wait_request(5000);
     ASSERT_TRUE(req.ok() && *req);
     server_saw_private = (*req)->private_data;
-    auto tmr = (*listener)->domain().register_memory(target.data(), target.size(), true);
+    auto domain = (*listener)->domain_for(**req);
+    ASSERT_TRUE(domain.ok()) << domain.error().describe();
+    auto tmr = (*domain)->register_memory(target.data(), target.size(), true);
     ASSERT_TRUE(tmr.ok()) << tmr.error().describe();
     target_mr = std::move(*tmr);
-    auto imr = (*listener)->domain().register_memory(server_inbox, sizeof server_inbox, false);
+    auto imr = (*domain)->register_memory(server_inbox, sizeof server_inbox, false);
     ASSERT_TRUE(imr.ok());
     inbox_mr = std::move(*imr);
     segment.set_value({target_mr.remote_address(target.data() + 4096), target_mr.key()});
     const std::uint8_t reply[] = {9, 8, 7};
-    auto ep = Endpoint::accept((*listener)->domain(), (*req)->info.get(), reply, 5000, 16, [&](Endpoint& e) {
+    auto ep = Endpoint::accept(**domain, (*req)->info.get(), reply, 5000, 16, [&](Endpoint& e) {
       return e.post_recv(&server_recv_ctx, server_inbox, sizeof server_inbox, inbox_mr.desc());
     });
     ASSERT_TRUE(ep.ok()) << ep.error().describe();

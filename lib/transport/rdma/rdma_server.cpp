@@ -126,6 +126,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void fail(Request& r, const char* why);
 
   RdmaServer& server_;
+  PayloadPool* payload_ = nullptr;  // of the device the connection arrived on
   std::unique_ptr<fabric::Endpoint> ep_;
   rpc::Peer peer_;
   std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;
@@ -161,7 +162,10 @@ class RdmaReplyChannel final : public rpc::ReplyChannel {
 Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   const auto& o = server_.options_;
   if (auto p = rpcrdma::decode_private(req.private_data)) peer_recv_inline_ = std::min(p->recv_size, o.inline_bytes);
-  fabric::Domain& domain = server_.listener_->domain();
+  auto dev = server_.device_for(req);
+  if (!dev) return dev.error();
+  fabric::Domain& domain = *dev->first;
+  payload_ = dev->second;
   auto rp = SlotPool::create(domain, o.credits, o.inline_bytes, false);
   if (!rp) return rp.error();
   recv_pool_ = std::move(*rp);
@@ -288,7 +292,7 @@ bool ServerConnection::adopt(Request& r, std::size_t slot) {
     }
   }
   // ORDER: give outside mu_: give() may hand the slot to a waiter of this connection.
-  server_.payload_->give(slot);
+  payload_->give(slot);
   return false;
 }
 
@@ -299,7 +303,7 @@ void ServerConnection::give_back(Request& r) {
     slot = r.payload_slot;
     r.payload_slot.reset();
   }
-  if (slot) server_.payload_->give(*slot);
+  if (slot) payload_->give(*slot);
 }
 
 void ServerConnection::drain() {
@@ -316,7 +320,7 @@ void ServerConnection::drain() {
       r.payload_slot.reset();
     }
   }
-  for (auto s : slots) server_.payload_->give(s);
+  for (auto s : slots) payload_->give(s);
 }
 
 void ServerConnection::handler_done(Request& r) {
@@ -383,21 +387,21 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
     auto self = shared_from_this();
     auto msg = std::make_shared<std::vector<std::uint8_t>>(std::move(message));
     r->phase = Phase::executing;
-    server_.payload_->lease([self, r, msg](std::size_t slot) {
+    payload_->lease([self, r, msg](std::size_t slot) {
       if (self->adopt(*r, slot)) self->dispatch(*r, std::move(*msg));
     });
     return;
   }
   r->phase = Phase::pulling;
   auto self = shared_from_this();
-  server_.payload_->lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
+  payload_->lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
 }
 
 void ServerConnection::start_pull(Request& r, std::size_t slot) {
   if (!adopt(r, slot)) return;
   const auto& first = r.hdr.read_list[0];
   std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
-  SlotPool& pool = server_.payload_->slots();
+  SlotPool& pool = payload_->slots();
   if (len > pool.slot_bytes()) return fail(r, "Read chunk larger than a payload buffer");
   rpcrdma::Segment segs[rpcrdma::kMaxReadSegments];
   std::size_t n = 0;
@@ -424,7 +428,7 @@ void ServerConnection::on_rma_done(Request& r) {
       auto inline_part = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
       const std::uint32_t pos = r.hdr.read_list[0].position;
       std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, pos);
-      auto data = server_.payload_->slots().slot(*r.payload_slot).first(len);
+      auto data = payload_->slots().slot(*r.payload_slot).first(len);
       if (r.hdr.proc == rpcrdma::RDMA_NOMSG) {
         std::vector<std::uint8_t> message(data.begin(), data.end());
         repost_recv(r.recv_slot);
@@ -461,7 +465,7 @@ void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message,
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
   call.secure = true;
   if (r.payload_slot && !r.hdr.write_list.empty() && !placed_at) {
-    auto slot = server_.payload_->slots().slot(*r.payload_slot);
+    auto slot = payload_->slots().slot(*r.payload_slot);
     call.reply_area = slot.first(std::min<std::uint64_t>(slot.size(), r.hdr.write_list[0].length()));
   }
   server_.handler_(std::move(call));
@@ -479,7 +483,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     r.write_len = static_cast<std::uint32_t>(msg.payload_length);
     r.phase = Phase::pushing_data;
     r.body = std::move(msg.bytes);
-    SlotPool& pool = server_.payload_->slots();
+    SlotPool& pool = payload_->slots();
     std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
     r.rma_left = count_chunk_ops(r.write_len, segs, ep_->max_rma_bytes());
     r.rma_since_ns = steady_ns();
@@ -502,9 +506,9 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     r.phase = Phase::pushing_data;
     auto payload = std::make_shared<rpc::ReplyMessage>(std::move(msg));
     auto self = shared_from_this();
-    server_.payload_->lease([self, &r, payload](std::size_t slot) {
+    payload_->lease([self, &r, payload](std::size_t slot) {
       if (!self->adopt(r, slot)) return;
-      SlotPool& pool = self->server_.payload_->slots();
+      SlotPool& pool = self->payload_->slots();
       std::memcpy(pool.slot(slot).data(), payload->bytes.data() + payload->payload_offset, payload->payload_length);
       r.body = without_payload(*payload);
       std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(),
@@ -536,9 +540,9 @@ void ServerConnection::finish_reply(Request& r) {
   r.phase = Phase::pushing_reply;
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
   auto self = shared_from_this();
-  server_.payload_->lease([self, &r](std::size_t slot) {
+  payload_->lease([self, &r](std::size_t slot) {
     if (!self->adopt(r, slot)) return;
-    SlotPool& pool = self->server_.payload_->slots();
+    SlotPool& pool = self->payload_->slots();
     if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
     std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
     std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
@@ -630,14 +634,23 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
   if (!l) return l.error();
   s->listener_ = std::move(*l);
   s->port_ = s->listener_->port();
-  auto pool = SlotPool::create(s->listener_->domain(), options.payload_slots, options.payload_bytes, true);
-  if (!pool) return pool.error();
-  s->payload_ = std::make_unique<PayloadPool>(std::move(*pool));
   s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
   return s;
 }
 
 RdmaServer::~RdmaServer() { stop(); }
+
+Result<std::pair<fabric::Domain*, PayloadPool*>> RdmaServer::device_for(const fabric::ConnectRequest& req) {
+  auto d = listener_->domain_for(req);
+  if (!d) return d.error();
+  auto& pool = payloads_[*d];
+  if (!pool) {
+    auto slots = SlotPool::create(**d, options_.payload_slots, options_.payload_bytes, true);
+    if (!slots) return slots.error();
+    pool = std::make_unique<PayloadPool>(std::move(*slots));
+  }
+  return std::pair{*d, pool.get()};
+}
 
 void RdmaServer::stop() {
   if (stopping_.exchange(true)) return;

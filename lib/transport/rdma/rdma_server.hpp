@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,7 +38,7 @@ struct RdmaServerOptions {
   std::uint16_t port = 20049;
   std::uint32_t credits = 128;
   std::uint32_t inline_bytes = 4096;        // largest message we receive (and offer to send) inline
-  std::size_t payload_slots = 64;           // server-wide registered payload buffers
+  std::size_t payload_slots = 64;           // registered payload buffers, per device
   std::size_t payload_bytes = (1u << 20) + 64 * 1024;
   std::size_t max_connections = 1024;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
@@ -61,13 +62,17 @@ class RdmaServer {
   RdmaServer() = default;
   void accept_loop();
   void reap();
+  // The domain of the device a request arrived on, and that device's payload
+  // buffers (made with the first connection on it); acceptor thread only.
+  Result<std::pair<fabric::Domain*, PayloadPool*>> device_for(const fabric::ConnectRequest& req);
 
   RdmaServerOptions options_;
   rpc::CallHandler handler_;
   std::string provider_;
   std::uint16_t port_ = 0;
   std::unique_ptr<fabric::Listener> listener_;
-  std::unique_ptr<PayloadPool> payload_;
+  // ORDER: after listener_, so each pool is deregistered before its domain closes.
+  std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
