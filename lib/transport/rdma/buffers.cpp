@@ -41,30 +41,32 @@ std::size_t SlotPool::available() {
 }
 
 void PayloadPool::lease(std::function<void(std::size_t)> then) {
+  std::optional<std::size_t> slot;
   {
+    // The pool is consulted under mu_, as give() does: otherwise a slot given
+    // back while this one queues lands in the pool with a waiter left behind.
     std::lock_guard lk(mu_);
-    if (!waiters_.empty() || pool_->available() == 0) {
+    if (waiters_.empty()) slot = pool_->take();
+    if (!slot) {
       waiters_.push_back(std::move(then));
       return;
     }
   }
-  auto slot = pool_->take();
-  if (slot) return then(*slot);
-  std::lock_guard lk(mu_);
-  waiters_.push_back(std::move(then));
+  then(*slot);
 }
 
 void PayloadPool::give(std::size_t slot) {
   std::function<void(std::size_t)> next;
   {
     std::lock_guard lk(mu_);
-    if (!waiters_.empty()) {
-      next = std::move(waiters_.front());
-      waiters_.pop_front();
+    if (waiters_.empty()) {
+      pool_->give(slot);
+      return;
     }
+    next = std::move(waiters_.front());
+    waiters_.pop_front();
   }
-  if (next) return next(slot);
-  pool_->give(slot);
+  next(slot);
 }
 
 std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> segments, std::size_t max_op) {

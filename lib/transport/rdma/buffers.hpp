@@ -57,7 +57,7 @@ class PayloadPool {
 
  private:
   std::unique_ptr<SlotPool> pool_;
-  std::mutex mu_;  // guards waiters_
+  std::mutex mu_;  // guards waiters_ and, with them, taking from and giving to pool_ (ORDER: before pool_'s)
   std::deque<std::function<void(std::size_t)>> waiters_;
 };
 
