@@ -25,19 +25,19 @@ class ClientCore : public ::testing::TestWithParam<Proto> {
     if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
     std::filesystem::create_directory(dir_.path() + "/closed");
     server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
-        dir_.path() + " 127.0.0.1(rw,no_root_squash)", dir_.path() + "/closed 127.0.0.2(rw)"});
+        dir_.path() + " " + test_client_host() + "(rw,no_root_squash)", dir_.path() + "/closed 127.0.0.2(rw)"});
   }
   void TearDown() override {
     if (server_ && HasFailure()) std::cerr << "server log:\n" << server_->log();
   }
   NfsClientOptions options(const std::string& path) {
     NfsClientOptions o;
-    o.host = "127.0.0.1";
+    o.host = test_server_host();
     o.export_path = path;
     o.proto = GetParam();
     o.port = GetParam() == Proto::rdma ? server_->rdma_port() : server_->nfs_port();
     o.mount_port = server_->mount_port();
-    o.provider = "tcp";
+    o.provider = test_provider();
     return o;
   }
 

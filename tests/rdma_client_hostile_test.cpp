@@ -24,7 +24,7 @@ class LyingServer {
   using Lie = std::function<rpcrdma::Header(const rpcrdma::Header& call)>;
 
   explicit LyingServer(Lie lie) : lie_(std::move(lie)) {
-    auto l = fabric::Listener::listen("tcp", "127.0.0.1", 0);
+    auto l = fabric::Listener::listen(test_provider(), test_server_host(), 0);
     if (!l) throw std::runtime_error(l.error().describe());
     listener_ = std::move(*l);
     thread_ = std::thread([this] { serve(); });
@@ -93,8 +93,8 @@ class LyingServer {
 // A READ through an RdmaClient offering a 4 KiB Write chunk; the error, if any.
 std::optional<std::string> read_through(std::uint16_t port) {
   rdma::RdmaClientOptions o;
-  o.provider = "tcp";
-  auto c = rdma::RdmaClient::connect("127.0.0.1", port, o);
+  o.provider = test_provider();
+  auto c = rdma::RdmaClient::connect(test_server_host(), port, o);
   if (!c) return "connect: " + c.error().describe();
   std::vector<std::uint8_t> args;
   xdr::encode(args, READ3args{nfs_fh3{}, 0, 4096});

@@ -60,13 +60,13 @@ class OverRdma : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
-    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{dir_.path() + " 127.0.0.1(rw,no_root_squash)"},
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{dir_.path() + " " + test_client_host() + "(rw,no_root_squash)"},
                                               server_args());
     Client tcp(*server_);
     root_ = tcp.mount_root(dir_.path());
     rdma::RdmaClientOptions o;
-    o.provider = "tcp";
-    auto c = rdma::RdmaClient::connect("127.0.0.1", server_->rdma_port(), o);
+    o.provider = test_provider();
+    auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
     ASSERT_TRUE(c.ok()) << c.error().describe() << "\n" << server_->log();
     rdma_ = std::move(*c);
   }

@@ -33,8 +33,28 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+namespace {
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+}  // namespace
+
+const std::string& test_provider() {
+  static const std::string v = env_or("NFSRDMA_TEST_PROVIDER", "tcp");
+  return v;
+}
+const std::string& test_server_host() {
+  static const std::string v = env_or("NFSRDMA_TEST_SERVER", "127.0.0.1");
+  return v;
+}
+const std::string& test_client_host() {
+  static const std::string v = env_or("NFSRDMA_TEST_CLIENT", "127.0.0.1");
+  return v;
+}
+
 std::uint16_t free_port() {
-  auto fd = tcp::listen_tcp("127.0.0.1", 0);
+  auto fd = tcp::listen_tcp(test_server_host(), 0);
   if (!fd) throw std::runtime_error(fd.error().describe());
   return tcp::local_port(fd->get());
 }
@@ -54,8 +74,8 @@ void ServerProcess::start() {
   if (!bin) throw std::runtime_error("NFSRDMA_SERVER is not set (run through meson test)");
   std::vector<std::string> args = {bin, "--port", std::to_string(nfs_port_), "--mount-port",
                                    std::to_string(mount_port_), "--state-dir", state_.path() + "/state",
-                                   "--bind", "127.0.0.1", "--no-register", "--log-level", "debug",
-                                   "--rdma-port", std::to_string(rdma_port_), "--provider", "tcp"};
+                                   "--bind", test_server_host(), "--no-register", "--log-level", "debug",
+                                   "--rdma-port", std::to_string(rdma_port_), "--provider", test_provider()};
   for (const auto& e : exports_) {
     args.push_back("--export");
     args.push_back(e);
@@ -73,7 +93,7 @@ void ServerProcess::start() {
     ::_exit(127);
   }
   for (int i = 0; i < 200; ++i) {
-    if (tcp::connect_tcp("127.0.0.1", nfs_port_, false)) return;
+    if (tcp::connect_tcp(test_server_host(), nfs_port_, false)) return;
     int st = 0;
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {
       pid_ = -1;
@@ -138,10 +158,10 @@ Client::Client(const ServerProcess& server, std::string source_address, bool res
   tcp::TcpClientOptions o;
   o.source_address = std::move(source_address);
   o.reserved_port = reserved_port;
-  auto n = tcp::TcpClient::connect("127.0.0.1", server.nfs_port(), o);
+  auto n = tcp::TcpClient::connect(test_server_host(), server.nfs_port(), o);
   if (!n) throw std::runtime_error(n.error().describe());
   nfs_ = std::move(*n);
-  auto m = tcp::TcpClient::connect("127.0.0.1", server.mount_port(), o);
+  auto m = tcp::TcpClient::connect(test_server_host(), server.mount_port(), o);
   if (!m) throw std::runtime_error(m.error().describe());
   mount_ = std::move(*m);
 }

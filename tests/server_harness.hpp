@@ -29,6 +29,14 @@ class TempDir {
 
 std::uint16_t free_port();
 
+// Where the RDMA tests run: libfabric's tcp provider on loopback, unless the
+// soft-RoCE guest says otherwise (tests/guest/): NFSRDMA_TEST_PROVIDER
+// (verbs), NFSRDMA_TEST_SERVER (the address the server listens on, on an RDMA
+// device) and NFSRDMA_TEST_CLIENT (the address its clients come from).
+const std::string& test_provider();
+const std::string& test_server_host();
+const std::string& test_client_host();
+
 class ServerProcess {
  public:
   // `exports` are exports(5) lines; `extra` more arguments.

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# The kernel interop matrix, run inside the soft-RoCE guest (tests/kernel_test.sh
+# boots it): the Linux kernel's NFSv3 client and nfsd against nfsrdma-server,
+# nfsrdma-fuse and the fio engine on libfabric's verbs provider (rxe), every
+# cell byte-verified, plus the project's own RDMA tests on verbs and a RoCEv2
+# capture decoded by tshark. Prints TAP; a cell's "figure:" lines go to
+# $RESULTS/figures.txt, its full output to $RESULTS/<cell>.log.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+: "${BUILD:?}" "${RESULTS:?}" "${GUEST:?}"
+SERVER=$BUILD/server/nfsrdma-server FUSE=$BUILD/client/fuse/nfsrdma-fuse ENGINE=$BUILD/fio-engine/nfsrdma.so
+NFSD=$GUEST/nfsd/usr/sbin
+# Ours: NFS over TCP, MOUNT, NFS over RPC-RDMA. The kernel's: 2049, 20048, 20049.
+PORT=2050 MPORT=20058 RPORT=20059
+KOPT=vers=3,nolock,hard
+OURS_KOPT=$KOPT,mountport=$MPORT,mountproto=tcp
+
+n=0 failed=0
+# cell NAME FUNCTION ARGS...: one TAP test, run as a process of its own (this
+# script with --cell) that is ended after CELL_TIMEOUT seconds; its output is kept.
+cell() {
+  local name=$1; shift
+  n=$((n + 1))
+  local log=$RESULTS/$name.log t0=$SECONDS
+  if timeout -k 10 "${CELL_TIMEOUT:-300}" bash "$HERE/kernel_cases.sh" --cell "$@" >"$log" 2>&1; then
+    echo "ok $n - $name ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    echo "not ok $n - $name ($((SECONDS - t0)) s)"
+    tail -25 "$log" | sed 's/^/# /'
+  fi
+  grep '^figure:' "$log" | sed "s/^figure:/$name:/" >>"$RESULTS/figures.txt"
+}
+die() { echo "$*"; return 1; }
+
+setup() {
+  rdma_net_up || return 1
+  mkdir -p /srv/kernel /srv/ours /mnt/a /mnt/b /var/lib/nfs/v4recovery /tmp/state
+  mount -t tmpfs -o size=768m tmpfs /srv/kernel
+  mount -t tmpfs -o size=768m tmpfs /srv/ours
+  # The kernel's nfsd, NFSv3 only, on TCP and on RDMA (its userland unpacked
+  # for the guest only, by prepare.sh).
+  mount -t nfsd nfsd /proc/fs/nfsd
+  rpcbind -w
+  echo "/srv/kernel *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
+  "$NFSD/exportfs" -ra 2>/dev/null
+  "$NFSD/rpc.mountd" -p 20048
+  "$NFSD/rpc.nfsd" -N 4 -N 4.1 -N 4.2 8
+  echo "rdma 20049" >/proc/fs/nfsd/portlist
+  start_ours
+  # What every cell copies: sizes around page, chunk and inline boundaries.
+  mkdir -p /tmp/src/d1/d2 /tmp/src/empty-dir
+  local s
+  for s in 0 1 1023 1024 4095 4096 4097 65537 1048579 3145728; do
+    head -c "$s" /dev/urandom >"/tmp/src/f$s"
+  done
+  head -c 200000 /dev/urandom >"/tmp/src/d1/d2/deep file"
+  ln -s f4096 /tmp/src/link
+  chmod 0750 /tmp/src/f1023
+  dd if=/dev/urandom of=/tmp/big bs=1M count=64 status=none
+}
+
+start_ours() {  # every address, so verbs must open the domain of the device a client comes in on
+  # (restart_mid_write finds it by this command line)
+  "$SERVER" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT --no-register \
+    --state-dir /tmp/state --export "/srv/ours *(rw,no_root_squash)" >>"$RESULTS/server.log" 2>&1 &
+  local i
+  for i in $(seq 100); do
+    grep -q "listening: NFSv3 on tcp" "$RESULTS/server.log" 2>/dev/null && (exec 3<>"/dev/tcp/$SERVER_IP/$PORT") 2>/dev/null &&
+      return 0
+    sleep 0.1
+  done
+  echo "nfsrdma-server did not start"; return 1
+}
+
+# check_fs MNT BACKING REMOUNT: the tree copied in and compared (through the
+# mount after REMOUNT, and on the server's disk), 2000 entries listed, and
+# rename, link, symlink and setattr checked with stat on both sides.
+check_fs() {
+  local mnt=$1 back=$2 remount=$3
+  cp -a /tmp/src "$mnt/tree" || die "copy into $mnt failed"
+  mkdir "$mnt/many" && (cd "$mnt/many" && seq -f 'entry-%05g' 2000 | xargs touch) || die "2000 creates failed"
+  echo hello >"$mnt/a" && mv "$mnt/a" "$mnt/b" && ln "$mnt/b" "$mnt/c" && ln -s b "$mnt/d" || die "rename/link/symlink"
+  truncate -s 100 "$mnt/b" && chmod 0640 "$mnt/b" && chown 1234:5678 "$mnt/b" && touch -d @1700000000 "$mnt/b" ||
+    die "setattr"
+  $remount || die "remount failed"
+  diff -r --no-dereference /tmp/src "$mnt/tree" || die "the tree read back differs"
+  diff -r --no-dereference /tmp/src "$back/tree" || die "the tree on the server's disk differs"
+  [ "$(ls "$mnt/many" | wc -l)" = 2000 ] || die "listing: $(ls "$mnt/many" | wc -l) of 2000 entries"
+  diff <(ls -f "$mnt/many" | sort) <(ls -f "$back/many" | sort) || die "listing differs from the server's"
+  local want="640 1234 5678 100 1700000000 2" f
+  for f in "$mnt/b" "$back/b"; do
+    [ "$(stat -c '%a %u %g %s %Y %h' "$f")" = "$want" ] || die "stat $f: $(stat -c '%a %u %g %s %Y %h' "$f"), want $want"
+  done
+  [ ! -e "$mnt/a" ] && [ "$(readlink "$mnt/d")" = b ] && [ "$(cat "$mnt/c" | wc -c)" = 100 ] || die "rename/link/symlink"
+  echo "figure: $(du -sb --apparent-size /tmp/src | cut -f1) bytes in $(find /tmp/src | wc -l) entries copied and compared, 2000 listed"
+  rm -rf "$mnt/tree" "$mnt/many" "$mnt/b" "$mnt/c" "$mnt/d"
+}
+
+kmount() { mount -t nfs -o "$2" "$SERVER_IP:$3" "$1"; }  # MNT OPTIONS EXPORT
+kernel_to_ours() {  # proto
+  local opts=$OURS_KOPT,proto=$1,port=$([ "$1" = rdma ] && echo $RPORT || echo $PORT)
+  kmount /mnt/a "$opts" /srv/ours || return 1
+  grep -q "/mnt/a nfs .*proto=$1" /proc/mounts || die "not mounted over $1"
+  check_fs /mnt/a /srv/ours "eval umount /mnt/a && kmount /mnt/a $opts /srv/ours"
+  local rc=$?
+  umount /mnt/a
+  return $rc
+}
+
+fuse_mount() { "$FUSE" -o "proto=rdma,provider=verbs,$2" "$SERVER_IP:$3" "$1"; }  # MNT OPTIONS EXPORT
+fuse_to() {  # kernel|ours
+  local opts=port=20049,mountport=20048 export=/srv/kernel
+  [ "$1" = ours ] && opts=port=$RPORT,mountport=$MPORT export=/srv/ours
+  fuse_mount /mnt/b "$opts" $export || return 1
+  check_fs /mnt/b $export "eval umount /mnt/b && fuse_mount /mnt/b $opts $export"
+  local rc=$?
+  umount /mnt/b
+  return $rc
+}
+
+engine_to() {  # kernel|ours: writes then reads back, 4 KiB to 1 MiB, verified
+  local port=20049 mport=20048 export=/srv/kernel bs
+  [ "$1" = ours ] && port=$RPORT mport=$MPORT export=/srv/ours
+  cd /tmp || return 1
+  for bs in 4k 64k 1M; do
+    local args=(--ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:$export" --nfs_transport=rdma --nfs_provider=verbs
+      --nfs_port=$port --nfs_mount_port=$mport --filename_format="engine-$bs.\$jobnum" --bs=$bs --size=8M
+      --iodepth=16 --verify=crc32c)
+    fio --name=w "${args[@]}" --rw=randwrite --do_verify=1 || die "fio $bs write"
+    fio --name=w "${args[@]}" --rw=read --verify_only || die "fio $bs read back"
+    [ "$(stat -c %s "$export/engine-$bs.0")" = 8388608 ] ||
+      die "engine-$bs: wrong size on the server"
+  done
+  echo "figure: 3 x 8 MiB written and read back with crc32c verify (4 KiB, 64 KiB, 1 MiB blocks, iodepth 16)"
+  rm -f "$export"/engine-*
+}
+
+own_suite() {  # the project's RDMA gtest binary NAME on verbs
+  cd /tmp || return 1
+  NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
+    "$BUILD/tests/$1_test" --gtest_brief=1
+}
+
+restart_mid_write() {  # a hard kernel mount over RDMA; the server SIGKILLed and restarted under a write
+  kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT,timeo=50" /srv/ours || return 1
+  # O_DIRECT: each 1 MiB goes out as it is written, so the kill lands mid-stream.
+  dd if=/tmp/big of=/mnt/a/big bs=1M oflag=direct conv=fsync status=none &
+  local dd_pid=$! t0=$SECONDS i
+  # Killed once a quarter of the file has reached the server's disk.
+  for i in $(seq 300); do [ "$(stat -c %s /srv/ours/big 2>/dev/null || echo 0)" -ge $((16 << 20)) ] && break; sleep 0.1; done
+  kill -0 $dd_pid 2>/dev/null || die "the write ended before the server was killed: make it larger"
+  kill -9 "$(pgrep -f "nfsrdma-server --provider verbs --port $PORT")"
+  sleep 0.2
+  echo "figure: killed with $(du -B1 /srv/ours/big | cut -f1) bytes on the server's disk"
+  sleep 2
+  start_ours || return 1
+  wait $dd_pid || die "dd failed across the restart"
+  echo "figure: 64 MiB written in $((SECONDS - t0)) s across a SIGKILL and restart"
+  umount /mnt/a && kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT" /srv/ours || return 1
+  cmp /tmp/big /mnt/a/big && cmp /tmp/big /srv/ours/big || die "the file differs after the restart"
+  rm -f /mnt/a/big
+  umount /mnt/a
+}
+
+nconnect4() {
+  local before after i t0=$SECONDS
+  before=$(grep -c "rdma: connection from" "$RESULTS/server.log")
+  kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT,nconnect=4" /srv/ours || return 1
+  local pids=()
+  for i in 1 2 3 4 5 6 7 8; do
+    timeout 120 dd if=/tmp/big of=/mnt/a/n$i bs=1M count=8 skip=$((i * 4)) status=none &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || die "a writer failed or hung"; done
+  after=$(grep -c "rdma: connection from" "$RESULTS/server.log")
+  echo "figure: $((after - before)) RDMA connections for one nconnect=4 mount; 8 x 8 MiB in $((SECONDS - t0)) s"
+  echo "figure: the kernel's transports: $(awk '/xprt:\trdma/ {print "connects=" $5 " sends=" $8 " recvs=" $9}' /proc/self/mountstats | tr '\n' ' ')"
+  umount /mnt/a && kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT" /srv/ours || return 1
+  for i in 1 2 3 4 5 6 7 8; do
+    cmp <(dd if=/tmp/big bs=1M count=8 skip=$((i * 4)) status=none) /mnt/a/n$i || die "n$i differs"
+  done
+  rm -f /mnt/a/n*
+  umount /mnt/a
+  [ $((after - before)) -ge 4 ] || die "the kernel opened $((after - before)) connections, not 4"
+}
+
+# RoCEv2 crossing v0, decoded by tshark's InfiniBand -> RPC-over-RDMA -> NFS
+# dissectors: our client and server, then the kernel's, doing the same things.
+capture() {  # NAME: runs "traffic_NAME" under dumpcap into $RESULTS/NAME.pcapng
+  local pcap=$RESULTS/$1.pcapng
+  dumpcap -q -i v0 -f "udp port 4791" -w "$pcap" 2>/dev/null &
+  local dp=$!
+  sleep 2
+  "traffic_$1"
+  local rc=$?
+  sleep 1
+  kill -INT $dp; wait $dp
+  return $rc
+}
+traffic_ours() {  # the kernel client and the fio engine against nfsrdma-server
+  mkdir -p /srv/ours/wide && (cd /srv/ours/wide && seq -f 'a-rather-long-file-name-%05g' 400 | xargs touch)
+  kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT" /srv/ours || return 1
+  ls /mnt/a/wide | wc -l >/dev/null
+  head -c 262144 /tmp/big >/mnt/a/rw && sync && echo 3 >/proc/sys/vm/drop_caches && cmp <(head -c 262144 /tmp/big) /mnt/a/rw
+  umount /mnt/a
+  cd /tmp && fio --name=cap --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/ours" --nfs_transport=rdma \
+    --nfs_provider=verbs --nfs_port=$RPORT --nfs_mount_port=$MPORT --filename_format='cap.$jobnum' --bs=128k --size=512k \
+    --rw=write --verify=crc32c >/dev/null
+}
+traffic_kernel() {  # the same against the kernel's nfsd
+  mkdir -p /srv/kernel/wide && (cd /srv/kernel/wide && seq -f 'a-rather-long-file-name-%05g' 400 | xargs touch)
+  kmount /mnt/a "$KOPT,proto=rdma,port=20049" /srv/kernel || return 1
+  ls /mnt/a/wide | wc -l >/dev/null
+  head -c 262144 /tmp/big >/mnt/a/rw && sync && echo 3 >/proc/sys/vm/drop_caches && cmp <(head -c 262144 /tmp/big) /mnt/a/rw
+  umount /mnt/a
+  cd /tmp && fio --name=cap --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/kernel" --nfs_transport=rdma \
+    --nfs_provider=verbs --nfs_port=20049 --nfs_mount_port=20048 --filename_format='cap.$jobnum' --bs=128k --size=512k \
+    --rw=write --verify=crc32c >/dev/null
+}
+tshark_decodes() {
+  capture ours || return 1
+  capture kernel || return 1
+  "$HERE/rpcrdma_decode.sh" "$RESULTS/ours.pcapng" "$RESULTS/kernel.pcapng"
+}
+
+if [ "${1:-}" = --cell ]; then
+  shift
+  "$@"
+  exit
+fi
+if ! setup >"$RESULTS/setup.log" 2>&1; then
+  echo "1..0 # SKIP the guest could not set up soft-RoCE and nfsd: $(tail -1 "$RESULTS/setup.log")"
+  cat "$RESULTS/setup.log" | sed 's/^/# /'
+  exit 0
+fi
+cell kernel_rdma_to_ours kernel_to_ours rdma
+cell kernel_tcp_to_ours kernel_to_ours tcp
+cell fuse_verbs_to_kernel fuse_to kernel
+cell engine_verbs_to_kernel engine_to kernel
+cell fuse_verbs_to_ours fuse_to ours
+cell engine_verbs_to_ours engine_to ours
+cell kernel_rdma_server_restart restart_mid_write
+cell kernel_nconnect4_to_ours nconnect4
+cell tshark_rpcrdma tshark_decodes
+for t in rdma client_core rdma_hostile rdma_client_hostile; do cell "verbs_$t" own_suite $t; done
+echo "1..$n"
+exit $((failed > 0))
