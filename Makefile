@@ -8,11 +8,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Warnings are errors in CI.
 WERROR := $(if $(CI),-Dwerror=true,)
 
-# Debian 12 packages the build and the tests need.
+# Debian 12 packages the build and the tests need (the last line: the
+# soft-RoCE guest of the kernel suite, tests/guest/).
 PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
   libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
-  rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev
+  rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev \
+  qemu-system-x86 busybox-static kmod ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common
 
 .PHONY: deps build build-san test demo bench stress install fuzz clean
 # Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
