@@ -84,6 +84,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   client::NfsClient& nfs = **c;
+  // One call per block: a block larger than the server takes in one READ or
+  // WRITE (FSINFO) would measure something else, so it is refused.
+  auto info = nfs.call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{nfs.root()});
+  if (!info || info->status != NFS3_OK) {
+    std::fprintf(stderr, "nfs_bench: FSINFO failed\n");
+    return 1;
+  }
+  if (std::uint32_t max = op == "read" ? info->rtmax : info->wtmax; op != "null" && max && bs > max) {
+    std::fprintf(stderr, "nfs_bench: the server takes at most %u bytes per %s (FSINFO); use --bs %uK or less\n", max,
+                 op == "read" ? "READ" : "WRITE", max / 1024);
+    return 2;
+  }
   CREATE3args ca;
   ca.where = {nfs.root(), file};
   ca.obj_attributes.mode = 0644;

@@ -137,6 +137,33 @@ engine_to() {  # kernel|ours: writes then reads back, 4 KiB to 1 MiB, verified
   rm -f "$export"/engine-*
 }
 
+bench_tools() {  # fabric_bench (raw RMA) and nfs_bench (NFS through client/core) on verbs
+  "$BUILD/bench/fabric_bench" --provider verbs --port 20070 >/dev/null 2>&1 &
+  local fb=$!
+  sleep 0.5
+  timeout 120 "$BUILD/bench/fabric_bench" --provider verbs --peer "$SERVER_IP" --port 20070 --seconds 0.3 --depth 8 \
+    --buffer-mib 16 >/tmp/fabric.txt
+  local rc=$?
+  kill $fb; wait $fb 2>/dev/null
+  cat /tmp/fabric.txt
+  [ $rc = 0 ] && grep -q "RMA Read bandwidth" /tmp/fabric.txt || die "fabric_bench on verbs failed"
+  echo "figure: fabric_bench $(grep -E 'RMA (Read|Write) bandwidth +1 MiB' /tmp/fabric.txt | tr -s ' ' | tr '\n' ';')"
+  local op
+  for op in write read null; do
+    timeout 120 "$BUILD/bench/nfs_bench" --server "$SERVER_IP:/srv/ours" --proto rdma --provider verbs --port $RPORT \
+      --mount-port $MPORT --op $op --bs 256K --depth 8 --seconds 1 --region-mib 16 --zero-copy >/tmp/nfs_$op.txt ||
+      die "nfs_bench $op on verbs failed: $(cat /tmp/nfs_$op.txt)"
+    echo "figure: nfs_bench $op $(tail -1 /tmp/nfs_$op.txt | tr -s ' ')"
+  done
+  rm -f /srv/ours/nfs_bench.dat
+  # Against the kernel's nfsd, whose FSINFO offers 512 KiB in this guest's memory, a 1 MiB block is refused clearly.
+  timeout 60 "$BUILD/bench/nfs_bench" --server "$SERVER_IP:/srv/kernel" --proto rdma --provider verbs --port 20049 \
+    --mount-port 20048 --op write --bs 1M --seconds 1 >/tmp/nfs_big.txt 2>&1
+  [ $? = 2 ] && grep -q "FSINFO" /tmp/nfs_big.txt || die "nfs_bench at 1 MiB against the kernel: $(cat /tmp/nfs_big.txt)"
+  cat /tmp/nfs_big.txt
+  rm -f /srv/kernel/nfs_bench.dat
+}
+
 own_suite() {  # the project's RDMA gtest binary NAME on verbs
   cd /tmp || return 1
   NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
@@ -199,26 +226,18 @@ capture() {  # NAME: runs "traffic_NAME" under dumpcap into $RESULTS/NAME.pcapng
   kill -INT $dp; wait $dp
   return $rc
 }
-traffic_ours() {  # the kernel client and the fio engine against nfsrdma-server
-  mkdir -p /srv/ours/wide && (cd /srv/ours/wide && seq -f 'a-rather-long-file-name-%05g' 400 | xargs touch)
-  kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT" /srv/ours || return 1
+traffic() {  # EXPORT MOUNT_OPTIONS NFS_PORT MOUNT_PORT: the kernel client, then the fio engine
+  mkdir -p "$1/wide" && (cd "$1/wide" && seq -f 'a-rather-long-file-name-%05g' 400 | xargs touch)
+  kmount /mnt/a "$2" "$1" || return 1
   ls /mnt/a/wide | wc -l >/dev/null
   head -c 262144 /tmp/big >/mnt/a/rw && sync && echo 3 >/proc/sys/vm/drop_caches && cmp <(head -c 262144 /tmp/big) /mnt/a/rw
   umount /mnt/a
-  cd /tmp && fio --name=cap --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/ours" --nfs_transport=rdma \
-    --nfs_provider=verbs --nfs_port=$RPORT --nfs_mount_port=$MPORT --filename_format='cap.$jobnum' --bs=128k --size=512k \
+  cd /tmp && fio --name=cap --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:$1" --nfs_transport=rdma \
+    --nfs_provider=verbs --nfs_port="$3" --nfs_mount_port="$4" --filename_format='cap.$jobnum' --bs=128k --size=512k \
     --rw=write --verify=crc32c >/dev/null
 }
-traffic_kernel() {  # the same against the kernel's nfsd
-  mkdir -p /srv/kernel/wide && (cd /srv/kernel/wide && seq -f 'a-rather-long-file-name-%05g' 400 | xargs touch)
-  kmount /mnt/a "$KOPT,proto=rdma,port=20049" /srv/kernel || return 1
-  ls /mnt/a/wide | wc -l >/dev/null
-  head -c 262144 /tmp/big >/mnt/a/rw && sync && echo 3 >/proc/sys/vm/drop_caches && cmp <(head -c 262144 /tmp/big) /mnt/a/rw
-  umount /mnt/a
-  cd /tmp && fio --name=cap --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/kernel" --nfs_transport=rdma \
-    --nfs_provider=verbs --nfs_port=20049 --nfs_mount_port=20048 --filename_format='cap.$jobnum' --bs=128k --size=512k \
-    --rw=write --verify=crc32c >/dev/null
-}
+traffic_ours() { traffic /srv/ours "$OURS_KOPT,proto=rdma,port=$RPORT" $RPORT $MPORT; }
+traffic_kernel() { traffic /srv/kernel "$KOPT,proto=rdma,port=20049" 20049 20048; }
 tshark_decodes() {
   capture ours || return 1
   capture kernel || return 1
@@ -244,6 +263,7 @@ cell engine_verbs_to_ours engine_to ours
 cell kernel_rdma_server_restart restart_mid_write
 cell kernel_nconnect4_to_ours nconnect4
 cell tshark_rpcrdma tshark_decodes
+cell bench_tools_verbs bench_tools
 for t in rdma client_core rdma_hostile rdma_client_hostile; do cell "verbs_$t" own_suite $t; done
 echo "1..$n"
 exit $((failed > 0))
