@@ -38,9 +38,18 @@ std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data)
   if (data.size() >= 7 && data[0] == 0xab && data[1] == 0x0e && data[2] == 0x18) {
     std::array<std::uint8_t, 8> whole{0xf6};
     std::copy_n(data.begin(), 7, whole.begin() + 1);
-    return decode_at(whole);
+    auto p = decode_at(whole);
+    if (p) p->peer_cannot_read_ours = true;
+    return p;
   }
   return std::nullopt;
+}
+
+std::uint32_t peer_receive_inline(const std::optional<ConnectPrivate>& theirs, std::uint32_t ours) {
+  if (!theirs) return std::min(kLegacyInline, ours);
+  std::uint32_t theirs_bytes = theirs->peer_cannot_read_ours ? std::min(theirs->recv_size, kLegacyInline)
+                                                             : theirs->recv_size;
+  return std::min(theirs_bytes, ours);
 }
 
 }  // namespace nfsrdma::rpcrdma

@@ -21,6 +21,10 @@ struct ConnectPrivate {
   bool remote_invalidate = false;
   std::uint32_t send_size = kDefaultInline;  // bytes
   std::uint32_t recv_size = kDefaultInline;
+  // Decoded only: the data came unframed (the magic's first byte taken as a
+  // length by libfabric's verbs provider), so the peer is no libfabric peer and
+  // read ours, which that provider frames, as no private data at all.
+  bool peer_cannot_read_ours = false;
 };
 
 std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p);
@@ -31,5 +35,11 @@ std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p);
 // first byte taken as that length). Nothing (or something without our magic)
 // means the peer did not send any.
 std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data);
+
+// The most we may send the peer inline: what it receives, within `ours`. A
+// peer that said nothing receives 1024 bytes (RFC 8166 §3.3.3); so does one
+// that could not read ours, since it sized its receives to the 1024 it then
+// assumed we send (RFC 8797 §4: a receiver's buffers match the sender's size).
+std::uint32_t peer_receive_inline(const std::optional<ConnectPrivate>& theirs, std::uint32_t ours);
 
 }  // namespace nfsrdma::rpcrdma

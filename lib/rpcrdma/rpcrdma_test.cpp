@@ -215,6 +215,16 @@ TEST(PrivateData, GoldenAndTolerant) {
   EXPECT_EQ(k->recv_size, 4096u);
   for (std::size_t n = 0; n < 7; ++n) EXPECT_FALSE(decode_private(std::span(kernel.data(), n)));
   EXPECT_FALSE(decode_private(Bytes{0xab, 0x0e, 0x19, 1, 0, 3, 3}));
+  // What we may send inline: theirs within ours; 1024 when they said nothing,
+  // and when they could not read ours (the kernel, through verbs).
+  EXPECT_TRUE(k->peer_cannot_read_ours);
+  EXPECT_FALSE(d->peer_cannot_read_ours);
+  EXPECT_FALSE(q->peer_cannot_read_ours);
+  EXPECT_EQ(peer_receive_inline(k, 4096), 1024u);
+  EXPECT_EQ(peer_receive_inline(d, 4096), 4096u);
+  EXPECT_EQ(peer_receive_inline(q, 4096), 4096u);
+  EXPECT_EQ(peer_receive_inline(q, 2048), 2048u);
+  EXPECT_EQ(peer_receive_inline(std::nullopt, 4096), 1024u);
   ConnectPrivate big;
   big.send_size = 1u << 30;
   EXPECT_EQ(encode_private(big)[6], 255);

@@ -94,12 +94,7 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
     return e;
   }
   c->ep_ = std::move(*ep);
-  // RFC 8166 §3.3.3: without private data the peer receives 1024 bytes inline.
-  if (auto p = rpcrdma::decode_private(theirs)) {
-    c->peer_recv_inline_ = std::min(p->recv_size, options.inline_bytes);
-  } else {
-    c->peer_recv_inline_ = rpcrdma::kLegacyInline;
-  }
+  c->peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(theirs), options.inline_bytes);
   c->progress_ = std::thread([self] { self->progress_loop(); });
   return c;
 }

@@ -161,7 +161,7 @@ class RdmaReplyChannel final : public rpc::ReplyChannel {
 
 Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   const auto& o = server_.options_;
-  if (auto p = rpcrdma::decode_private(req.private_data)) peer_recv_inline_ = std::min(p->recv_size, o.inline_bytes);
+  peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(req.private_data), o.inline_bytes);
   auto dev = server_.device_for(req);
   if (!dev) return dev.error();
   fabric::Domain& domain = *dev->first;
