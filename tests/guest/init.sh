@@ -16,7 +16,8 @@ mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /
 mkdir -p "/newroot$R"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results "/newroot$R"
 for d in proc sys dev; do mount --move /$d /newroot/$d; done
-mount -t tmpfs tmpfs /newroot/tmp
+# No tmpfs over /tmp: the project may live there (CI's clone); writes land in
+# the overlay's tmpfs anyway.
 mount -t tmpfs tmpfs /newroot/run
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts

@@ -24,6 +24,13 @@ rdma_net_up() {
   done
   # 9000-byte frames: RoCE MTU 4096, a quarter of the packets of 1500.
   ip link set v0 mtu 9000 up && ip link set v1 mtu 9000 up
+  # Each end's receive on one CPU: a veth hands packets sent from two CPUs to
+  # two backlogs, which reorders a queue pair's packets; 6.1's rxe answers
+  # with a PSN sequence NAK and then stalls that queue pair until the NFS
+  # client times out (seen as 10-60 s pauses under nconnect=4). A NIC does not
+  # reorder within a queue pair.
+  echo 1 >/sys/class/net/v0/queues/rx-0/rps_cpus
+  echo 1 >/sys/class/net/v1/queues/rx-0/rps_cpus
   # Local delivery after the link rules; locally sent packets (iif lo) for
   # the other end leave through the other end's veth.
   ip rule add pref 1000 lookup local

@@ -43,9 +43,10 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel "$accel" -m "$mem
   -virtfs "local,path=$RESULTS,mount_tag=results,security_model=passthrough" </dev/null
 qrc=$?
 set -e
-[ -f "$RESULTS/output.log" ] && cat "$RESULTS/output.log"
+[ -f "$RESULTS/output.log" ] && tr -cd '\11\12\40-\176' <"$RESULTS/output.log"
 if [ -f "$RESULTS/rc" ]; then exit "$(cat "$RESULTS/rc")"; fi
 echo "guest: no exit status from the guest (qemu exit $qrc); the console's last lines:" >&2
-tail -20 "$RESULTS/console.log" >&2 || true
+# Printable characters only: the console's escape sequences break JUnit logs.
+tail -20 "$RESULTS/console.log" 2>/dev/null | tr -cd '\11\12\40-\176' >&2 || true
 [ "$qrc" = 124 ] && exit 124
 exit 1
