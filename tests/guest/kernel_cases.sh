@@ -39,6 +39,9 @@ setup() {
   mkdir -p /srv/kernel /srv/ours /mnt/a /mnt/b /var/lib/nfs/v4recovery /tmp/state
   mount -t tmpfs -o size=768m tmpfs /srv/kernel
   mount -t tmpfs -o size=768m tmpfs /srv/ours
+  # The gtest suites' exports: a filesystem that gives file handles (the
+  # guest's / is an overlay, which does not).
+  mkdir -p /srv/scratch && mount -t tmpfs -o size=512m tmpfs /srv/scratch
   # The kernel's nfsd, NFSv3 only, on TCP and on RDMA (its userland unpacked
   # for the guest only, by prepare.sh).
   mount -t nfsd nfsd /proc/fs/nfsd
@@ -166,7 +169,7 @@ bench_tools() {  # fabric_bench (raw RMA) and nfs_bench (NFS through client/core
 
 own_suite() {  # the project's RDMA gtest binary NAME on verbs
   cd /tmp || return 1
-  NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
+  TMPDIR=/srv/scratch NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
     "$BUILD/tests/$1_test" --gtest_brief=1
 }
 
