@@ -84,7 +84,8 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
   auto info = s->clients[0]->call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{s->clients[0]->root()});
   if (!info) return say("FSINFO: " + info.error().describe());
   if (info->status != NFS3_OK) return say(std::string("FSINFO: ") + nfsstat3_name(info->status));
-  auto pages = [](std::uint32_t max) { return max >= 4096 ? max & ~4095u : std::max(max, 512u); };
+  // Whole pages; a server that states no limit (0) gets no split.
+  auto pages = [](std::uint32_t max) { return max == 0 ? UINT32_MAX : max >= 4096 ? max & ~4095u : max; };
   s->rsize = pages(info->rtmax);
   s->wsize = pages(info->wtmax);
   return s.release();
