@@ -102,6 +102,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   world->dispatcher->handle(std::move(call));
   // The call ran as its (squashed) caller on this thread; libFuzzer writes its
   // corpus from this same thread, as root.
-  become_root();
+  NFSRDMA_CHECK(become_root());
   return 0;
 }

@@ -56,9 +56,14 @@ Result<void> apply_options(const std::string& list, ExportOptions& o, std::optio
       else if (key == "anongid") o.anongid = *n;
       else fsid = *n;
     } else if (key == "no_subtree_check" || key == "subtree_check" || key == "wdelay" || key == "no_wdelay" ||
-               key == "hide" || key == "nohide") {
-      // Accepted for compatibility with existing exports files; they do not change
-      // behaviour here (we never check subtrees and never cross mounts).
+               key == "hide") {
+      // Accepted for existing exports files: we never check subtrees (file
+      // handles are the kernel's, valid anywhere in the export), write as the
+      // client asks, and never cross mounts (hide is what we do).
+    } else if (key == "nohide" || key == "crossmnt") {
+      return config_error("export option '" + key +
+                          "' is not supported: this server never crosses into a filesystem mounted below an "
+                          "export; export that filesystem on its own line");
     } else {
       return config_error("unknown export option '" + opt + "'");
     }
@@ -73,14 +78,29 @@ Result<ClientSpec> parse_client(const std::string& who) {
     c.kind = ClientSpec::Kind::any;
     return c;
   }
-  c.kind = ClientSpec::Kind::network;
+  if (who[0] == '@') {
+    return config_error("netgroup '" + who + "' is not supported (no NIS lookups here): list its hosts or networks");
+  }
+  if (who.find_first_of("*?[") != std::string::npos) {
+    return config_error("wildcard client '" + who + "' is not supported: use *, a host name, an address or a network");
+  }
+  c.kind = who.find('/') == std::string::npos ? ClientSpec::Kind::host : ClientSpec::Kind::network;
   std::string host = who;
   int prefix = -1;
   if (auto slash = who.find('/'); slash != std::string::npos) {
     host = who.substr(0, slash);
-    auto p = parse_u32("prefix", who.substr(slash + 1));
-    if (!p) return config_error("bad network '" + who + "'");
-    prefix = static_cast<int>(*p);
+    const std::string mask = who.substr(slash + 1);
+    in_addr m{};
+    if (mask.find('.') != std::string::npos && inet_pton(AF_INET, mask.c_str(), &m) == 1) {
+      // A dotted netmask (exports(5) allows both): contiguous ones only.
+      std::uint32_t bits = ntohl(m.s_addr);
+      prefix = __builtin_popcount(bits);
+      if (bits != (prefix == 0 ? 0u : ~0u << (32 - prefix))) return config_error("non-contiguous netmask in '" + who + "'");
+    } else {
+      auto p = parse_u32("prefix", mask);
+      if (!p) return config_error("bad network '" + who + "'");
+      prefix = static_cast<int>(*p);
+    }
   }
   in_addr a4{};
   in6_addr a6{};
@@ -98,9 +118,7 @@ Result<ClientSpec> parse_client(const std::string& who) {
     c.networks.push_back({bytes, static_cast<unsigned>(prefix < 0 ? 128 : prefix)});
     return c;
   }
-  if (prefix >= 0 || host.find_first_of("*?@") != std::string::npos) {
-    return config_error("unsupported client '" + who + "' (use *, a host name, an address or a CIDR network)");
-  }
+  if (prefix >= 0) return config_error("bad network '" + who + "' (a network is ADDRESS/PREFIX)");
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
@@ -151,10 +169,11 @@ bool ClientSpec::matches(const sockaddr_storage& addr) const {
 }
 
 const ExportOptions* ExportEntry::options_for(const sockaddr_storage& addr) const {
+  const ClientSpec* best = nullptr;
   for (const auto& c : clients) {
-    if (c.matches(addr)) return &c.options;
+    if ((!best || c.kind < best->kind) && c.matches(addr)) best = &c;
   }
-  return nullptr;
+  return best ? &best->options : nullptr;
 }
 
 Result<ExportEntry> parse_export_line(const std::string& raw) {

@@ -4,7 +4,13 @@
 //   /srv/pub   -ro,insecure *
 //
 // A line is a path, optional default options ("-opts"), then clients each with
-// their own options. The first client entry that matches an address decides.
+// their own options. Which entry decides for an address is ranked as Linux's
+// mountd ranks them, whatever their order on the line: a single host (a name
+// or an address) over a network (address/prefix, even /32) over `*`; within a
+// rank, the first on the line. Wildcard names and @netgroups (ranked between
+// networks and `*` on Linux) are refused at start-up, as are `nohide` and
+// `crossmnt`: this server never crosses into a filesystem mounted below an
+// export (a LOOKUP of such a mount point answers NFS3ERR_ACCES).
 #pragma once
 
 #include <netinet/in.h>
@@ -32,11 +38,12 @@ struct ExportOptions {
 };
 
 struct ClientSpec {
-  enum class Kind : std::uint8_t { any, network };
+  // In rank order: the first kind that matches decides.
+  enum class Kind : std::uint8_t { host, network, any };
   Kind kind = Kind::any;
   std::string text;  // as written, for EXPORT and logs
-  // network: IPv6 form (IPv4 mapped), with a prefix length over 128 bits; a
-  // host name resolves to one such entry per address.
+  // host, network: IPv6 form (IPv4 mapped), with a prefix length over 128
+  // bits; a host name resolves to one such entry per address.
   std::vector<std::pair<std::array<std::uint8_t, 16>, unsigned>> networks;
   ExportOptions options;
 

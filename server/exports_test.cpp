@@ -29,7 +29,7 @@ TEST(Exports, BarePathIsEveryoneReadWrite) {
   EXPECT_TRUE(o->sync);
 }
 
-TEST(Exports, FirstMatchingClientDecides) {
+TEST(Exports, EachClientGetsItsOwnEntry) {
   auto e = parse_export_line("/srv/pool 10.1.0.0/16(rw,no_root_squash) 127.0.0.1(ro,all_squash,anonuid=7)");
   ASSERT_TRUE(e.ok()) << e.error().describe();
   const ExportOptions* a = e->options_for(v4("10.1.200.3"));
@@ -59,7 +59,62 @@ TEST(Exports, BadConfigurationIsExplained) {
   EXPECT_FALSE(parse_export_line("/x *(rw,frobnicate)").ok());
   EXPECT_FALSE(parse_export_line("/x *(anonuid=abc)").ok());
   EXPECT_FALSE(parse_export_line("/x *(rw").ok());
-  EXPECT_FALSE(parse_export_line("/x *.example.com(rw)").ok());
+}
+
+// Linux's mountd: a single host outranks a network, which outranks `*`,
+// wherever each stands on the line; within a rank the first written wins.
+TEST(ExportsPrecedence, AHostOutranksANetworkWrittenBeforeIt) {
+  auto e = parse_export_line("/srv 10.0.0.0/8(rw) 10.0.0.5(ro)");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_FALSE(e->options_for(v4("10.0.0.5"))->rw);
+  EXPECT_TRUE(e->options_for(v4("10.0.0.6"))->rw);
+}
+
+TEST(ExportsPrecedence, ANetworkOutranksEveryoneWrittenBeforeIt) {
+  auto e = parse_export_line("/srv *(rw,no_root_squash) 192.0.2.0/24(ro)");
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->options_for(v4("192.0.2.77"))->rw);
+  EXPECT_TRUE(e->options_for(v4("198.51.100.1"))->rw);
+}
+
+TEST(ExportsPrecedence, AHostOutranksEveryone) {
+  auto e = parse_export_line("/srv *(ro) 127.0.0.1(rw)");
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->options_for(v4("127.0.0.1"))->rw);
+  EXPECT_FALSE(e->options_for(v4("127.0.0.2"))->rw);
+}
+
+TEST(ExportsPrecedence, ASlash32IsANetworkNotAHost) {
+  auto e = parse_export_line("/srv 10.0.0.5/32(rw) 10.0.0.5(ro)");
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->options_for(v4("10.0.0.5"))->rw);
+}
+
+TEST(ExportsPrecedence, WithinARankTheFirstWritten) {
+  auto nets = parse_export_line("/srv 10.0.0.0/8(ro) 10.1.0.0/16(rw)");
+  ASSERT_TRUE(nets.ok());
+  EXPECT_FALSE(nets->options_for(v4("10.1.2.3"))->rw);
+  auto hosts = parse_export_line("/srv 127.0.0.1(rw) localhost(ro)");
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_TRUE(hosts->options_for(v4("127.0.0.1"))->rw);
+}
+
+TEST(ExportsPrecedence, DottedNetmasksAreNetworks) {
+  auto e = parse_export_line("/srv 10.0.0.0/255.255.0.0(rw) *(ro)");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_TRUE(e->options_for(v4("10.0.200.1"))->rw);
+  EXPECT_FALSE(e->options_for(v4("10.1.0.1"))->rw);
+  EXPECT_FALSE(parse_export_line("/srv 10.0.0.0/255.0.255.0(rw)").ok());
+}
+
+TEST(Exports, WhatWeDoNotDoIsRefusedNotIgnored) {
+  for (const char* line : {"/x *.example.com(rw)", "/x host?(rw)", "/x @trusted(rw)", "/x *(rw,nohide)",
+                           "/x *(rw,crossmnt)", "/x -crossmnt *(rw)"}) {
+    auto e = parse_export_line(line);
+    ASSERT_FALSE(e.ok()) << line;
+    EXPECT_NE(e.error().message.find("not supported"), std::string::npos) << e.error().message;
+  }
+  EXPECT_TRUE(parse_export_line("/x *(rw,hide,no_subtree_check)").ok());
 }
 
 TEST(Exports, FileWithCommentsAndContinuations) {

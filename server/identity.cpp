@@ -4,12 +4,33 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 
 namespace nfsrdma::server {
 namespace {
 
-// What the calling thread runs as right now. Threads start as root.
-thread_local Credentials current{};
+// What the calling thread runs as right now; empty after a failed switch.
+// Threads start as root.
+thread_local std::optional<Credentials> current = Credentials{};
+
+bool failed(const char* call, const Credentials& c, int err) {
+  static metrics::Counter& failures = metrics::registry().counter(
+      "nfsrdma_server_identity_failures_total", "Calls failed because switching to the caller's identity failed");
+  static std::atomic<bool> logged{false};
+  failures.inc();
+  current.reset();
+  if (!logged.exchange(true)) {
+    spdlog::error("identity: {} for uid {} gid {} failed: {}; such calls fail with SERVERFAULT (logged once)", call,
+                  c.uid, c.gid, std::strerror(err));
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -36,18 +57,23 @@ Credentials squash(const Credentials& caller, bool anonymous, const ExportOption
   return c;
 }
 
-void become(const Credentials& c) {
-  if (c == current) return;
+bool become(const Credentials& c) {
+  if (current && c == *current) return true;
   // ORDER: groups and gid first; fsuid last, because leaving fsuid 0 drops the
-  // capabilities, and these calls themselves need none (they set fs ids only).
+  // capabilities setgroups needs (CAP_SETGID).
   gid_t groups[16];
   for (std::uint32_t i = 0; i < c.ngroups; ++i) groups[i] = c.groups[i];
-  syscall(SYS_setgroups, c.ngroups, groups);
+  if (syscall(SYS_setgroups, c.ngroups, groups) != 0) return failed("setgroups", c, errno);
+  // setfsgid/setfsuid return the previous id and report no error; asking with
+  // an invalid id (-1) changes nothing and returns the current one.
   syscall(SYS_setfsgid, c.gid);
+  if (static_cast<std::uint32_t>(syscall(SYS_setfsgid, -1)) != c.gid) return failed("setfsgid", c, EPERM);
   syscall(SYS_setfsuid, c.uid);
+  if (static_cast<std::uint32_t>(syscall(SYS_setfsuid, -1)) != c.uid) return failed("setfsuid", c, EPERM);
   current = c;
+  return true;
 }
 
-void become_root() { become(Credentials{}); }
+bool become_root() { return become(Credentials{}); }
 
 }  // namespace nfsrdma::server

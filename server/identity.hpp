@@ -30,8 +30,11 @@ struct Credentials {
 Credentials squash(const Credentials& caller, bool anonymous, const ExportOptions& options);
 
 // Makes the calling thread act as `c` for filesystem access (no syscall when it
-// already does).
-void become(const Credentials& c);
-void become_root();
+// already does). Every syscall is checked: false means the thread's identity
+// is unknown (the next call starts over) and the operation must not go on; it
+// fails with NFS3ERR_SERVERFAULT. The first failure is logged at error level,
+// every one counted in nfsrdma_server_identity_failures_total.
+[[nodiscard]] bool become(const Credentials& c);
+[[nodiscard]] bool become_root();
 
 }  // namespace nfsrdma::server

@@ -63,7 +63,10 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     r.status = MNT3ERR_PERM;
     return r;
   }
-  become_root();
+  if (!become_root()) {
+    r.status = MNT3ERR_SERVERFAULT;
+    return r;
+  }
   Object cur{ex, opts, Fd(::dup(ex->root.get()))};
   std::size_t at = 0;
   while (at < rest.size()) {

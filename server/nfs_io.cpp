@@ -36,9 +36,14 @@ nfsstat3 NfsService::open_for_io(const CallContext& ctx, const Object& o, int fl
   if (!out.valid() && errno == EACCES) {
     Credentials who = identity(ctx, o);
     if (st.st_uid == who.uid) {
-      become_root();
+      if (!become_root()) return NFS3ERR_SERVERFAULT;
       out = Fd(::open(path.c_str(), flags | O_CLOEXEC));
-      become(who);
+      int err = errno;
+      if (!become(who)) {
+        out.reset();
+        return NFS3ERR_SERVERFAULT;
+      }
+      errno = err;
     } else {
       errno = EACCES;
     }
@@ -157,11 +162,11 @@ nfsstat3 NfsService::do_commit(const CallContext& ctx, const COMMIT3args& a, COM
   if (o.opts->sync) {
     // Flushing needs no permission of the caller: it changes nothing they could not.
     Credentials who = identity(ctx, o);
-    become_root();
+    if (!become_root()) return NFS3ERR_SERVERFAULT;
     Fd f(::open(ProcPath(o.fd.get()).c_str(), O_RDONLY | O_CLOEXEC));
     int rc = f.valid() ? ::fsync(f.get()) : -1;
     int err = errno;
-    become(who);
+    if (!become(who)) return NFS3ERR_SERVERFAULT;
     if (rc != 0) {
       r.file_wcc.after = post_op(o);
       return errno_to_nfsstat3(err);

@@ -67,7 +67,7 @@ rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, x
 }
 
 nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need, Object& out) const {
-  become_root();
+  if (!become_root()) return NFS3ERR_SERVERFAULT;
   if (auto s = open_handle(exports_, fh, out); s != NFS3_OK) return s;
   out.opts = out.ex->entry.options_for(ctx.peer.addr);
   if (!out.opts) {
@@ -80,8 +80,7 @@ nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need
     return NFS3ERR_PERM;
   }
   if (need == Need::modify && !out.opts->rw) return NFS3ERR_ROFS;
-  become(identity(ctx, out));
-  return NFS3_OK;
+  return become(identity(ctx, out)) ? NFS3_OK : NFS3ERR_SERVERFAULT;
 }
 
 Credentials NfsService::identity(const CallContext& ctx, const Object& o) const {
@@ -107,9 +106,11 @@ nfsstat3 apply_sattr(const Object& o, const sattr3& attrs, const Credentials& wh
     Fd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
     if (!f.valid() && errno == EACCES && st.st_uid == who.uid) {
       // Owner override, as for WRITE (see open_for_io).
-      become_root();
+      if (!become_root()) return NFS3ERR_SERVERFAULT;
       f = Fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
-      become(who);
+      int err = errno;
+      if (!become(who)) return NFS3ERR_SERVERFAULT;
+      errno = err;
     }
     if (!f.valid()) return errno_to_nfsstat3(errno);
     if (::ftruncate(f.get(), static_cast<off_t>(*attrs.size)) != 0) return errno_to_nfsstat3(errno);
