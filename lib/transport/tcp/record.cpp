@@ -1,52 +1,102 @@
 #include "lib/transport/tcp/record.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace nfsrdma::tcp {
 
-std::span<std::uint8_t> RecordReader::buffer() {
-  NFSRDMA_CHECK(!complete_);
-  if (!in_body_) return {header_.data() + header_have_, header_.size() - header_have_};
-  std::size_t want = std::min(fragment_left_, kGrowStep);
-  if (record_.size() < record_have_ + want) record_.resize(record_have_ + want);
-  return {record_.data() + record_have_, want};
+RecordReader::RecordReader(std::size_t max_record_bytes)
+    : max_record_bytes_(max_record_bytes), staged_(new std::uint8_t[kStageBytes]) {}
+
+void RecordReader::grow_record(std::size_t need) {
+  if (need <= record_.capacity()) return;
+  // Geometric: at least double, so a record built from many fragments is
+  // moved O(log n) times, never once per fragment.
+  record_.reserve(std::max(need, std::min(2 * record_.capacity(), max_record_bytes_)));
 }
 
-Result<bool> RecordReader::commit(std::size_t n) {
-  if (!in_body_) {
-    header_have_ += n;
-    if (header_have_ < header_.size()) return false;
-    std::uint32_t word = (std::uint32_t{header_[0]} << 24) | (std::uint32_t{header_[1]} << 16) |
-                         (std::uint32_t{header_[2]} << 8) | header_[3];
-    header_have_ = 0;
-    last_ = (word & kLastFragment) != 0;
-    fragment_left_ = word & ~kLastFragment;
-    if (fragment_left_ > max_record_bytes_ || record_have_ + fragment_left_ > max_record_bytes_) {
-      return Error{ErrorDomain::rpc, 0, Action::reconnect,
-                   "record of at least " + std::to_string(record_have_ + fragment_left_) +
-                       " bytes exceeds the limit of " + std::to_string(max_record_bytes_)};
+std::span<std::uint8_t> RecordReader::buffer() {
+  NFSRDMA_CHECK(!complete_);
+  // A large fragment with nothing staged: straight into the record.
+  direct_ = in_body_ && !has_unparsed() && fragment_left_ >= kStageBytes;
+  if (direct_) {
+    std::size_t want = std::min(fragment_left_, kGrowStep);
+    grow_record(record_have_ + want);
+    if (record_.size() < record_have_ + want) record_.resize(record_have_ + want);
+    return {record_.data() + record_have_, want};
+  }
+  if (!has_unparsed()) staged_at_ = staged_end_ = 0;
+  if (staged_end_ == kStageBytes) {
+    // Only parse() leaves bytes behind, after a finished record: move them down.
+    std::memmove(staged_.get(), staged_.get() + staged_at_, staged_end_ - staged_at_);
+    staged_end_ -= staged_at_;
+    staged_at_ = 0;
+  }
+  return {staged_.get() + staged_end_, kStageBytes - staged_end_};
+}
+
+void RecordReader::commit(std::size_t n) {
+  if (!direct_) {
+    staged_end_ += n;
+    return;
+  }
+  record_have_ += n;
+  fragment_left_ -= n;
+  if (fragment_left_ == 0) in_body_ = false;
+}
+
+Result<void> RecordReader::on_header() {
+  std::uint32_t word = (std::uint32_t{header_[0]} << 24) | (std::uint32_t{header_[1]} << 16) |
+                       (std::uint32_t{header_[2]} << 8) | header_[3];
+  header_have_ = 0;
+  last_ = (word & kLastFragment) != 0;
+  fragment_left_ = word & ~kLastFragment;
+  if (fragment_left_ > max_record_bytes_ || record_have_ + fragment_left_ > max_record_bytes_) {
+    return Error{ErrorDomain::rpc, 0, Action::reconnect,
+                 "record of at least " + std::to_string(record_have_ + fragment_left_) +
+                     " bytes exceeds the limit of " + std::to_string(max_record_bytes_)};
+  }
+  in_body_ = fragment_left_ > 0;
+  // Room for the whole fragment (untouched until its bytes arrive), so a
+  // record sent as one fragment is never moved.
+  grow_record(record_have_ + fragment_left_);
+  return {};
+}
+
+Result<bool> RecordReader::parse() {
+  NFSRDMA_CHECK(!complete_);
+  for (;;) {
+    if (!in_body_ && last_) {
+      last_ = false;
+      // An empty record carries no RPC message; ignore it.
+      if (record_have_ > 0) {
+        complete_ = true;
+        return true;
+      }
     }
-    in_body_ = fragment_left_ > 0;
-    // Room for the whole fragment at once, so the record is never moved as it
-    // grows; buffer() still fills (touches) it only as the bytes arrive.
-    record_.reserve(record_have_ + fragment_left_);
-  } else {
+    const std::size_t avail = staged_end_ - staged_at_;
+    if (avail == 0) return false;
+    const std::uint8_t* from = staged_.get() + staged_at_;
+    if (!in_body_) {
+      std::size_t n = std::min(avail, header_.size() - header_have_);
+      std::memcpy(header_.data() + header_have_, from, n);
+      header_have_ += n;
+      staged_at_ += n;
+      if (header_have_ == header_.size()) {
+        if (auto r = on_header(); !r) return r.error();
+      }
+      continue;
+    }
+    std::size_t n = std::min(avail, fragment_left_);
+    grow_record(record_have_ + n);
+    if (record_.size() < record_have_ + n) record_.resize(record_have_ + n);
+    std::memcpy(record_.data() + record_have_, from, n);
     record_have_ += n;
     fragment_left_ -= n;
-    if (fragment_left_ > 0) return false;
-    in_body_ = false;
+    staged_at_ += n;
+    if (fragment_left_ == 0) in_body_ = false;
   }
-  if (!in_body_ && last_) {
-    if (record_have_ == 0) {
-      // An empty record carries no RPC message; ignore it.
-      last_ = false;
-      return false;
-    }
-    complete_ = true;
-    return true;
-  }
-  return false;
 }
 
 std::vector<std::uint8_t> RecordReader::take() {
@@ -56,7 +106,6 @@ std::vector<std::uint8_t> RecordReader::take() {
   record_ = {};
   record_have_ = 0;
   complete_ = false;
-  last_ = false;
   return out;
 }
 

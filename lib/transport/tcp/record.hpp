@@ -2,16 +2,25 @@
 // 4-byte header, top bit "last fragment", low 31 bits its length; fragments
 // concatenate into one record. Pure: the caller moves the bytes.
 //
-// Theory of operation: the reader is either in `header` (collecting 4 bytes) or
-// in `body` (collecting `fragment_left_` bytes straight into the record). The
-// caller asks buffer() where the next bytes go, reads into it, and calls
-// commit(n). The record grows by at most kGrowStep past what has arrived, so a
-// peer that announces a large fragment and sends nothing does not make us
-// allocate it. A record over max_record_bytes is an error: close the connection.
+// Theory of operation: the caller asks buffer() where the next bytes go, reads
+// into it, calls commit(n), then parse() until it answers false, take()-ing
+// each record it reports. Bytes land in one of two places:
+//   - inside a large fragment, straight into the record (no copy);
+//   - otherwise in a small staging buffer, so fragment headers arrive with
+//     the data around them: one read can carry thousands of small fragments,
+//     and parse() moves them into the record in one pass.
+// Cost is linear in the bytes received: the record grows geometrically (never
+// past the limit, never re-reserved per fragment), and staged bytes are
+// copied once. The record grows by at most kGrowStep past what has arrived,
+// so a peer that announces a large fragment and sends nothing does not make
+// us fill it. A record over max_record_bytes is an error: close the connection.
+// Bytes after a finished record stay staged for the next parse(); see
+// has_unparsed().
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -23,18 +32,27 @@ constexpr std::uint32_t kLastFragment = 0x80000000u;
 
 class RecordReader {
  public:
-  explicit RecordReader(std::size_t max_record_bytes) : max_record_bytes_(max_record_bytes) {}
+  explicit RecordReader(std::size_t max_record_bytes);
 
-  // Where to put the next bytes read from the stream (never empty).
+  // Where to put the next bytes read from the stream (never empty). Not while
+  // a record waits for take().
   std::span<std::uint8_t> buffer();
-  // `n` bytes were written into buffer(). Returns true when a whole record is
-  // ready for take(); an error when the stream broke the limits.
-  Result<bool> commit(std::size_t n);
-  // The finished record; the reader starts on the next one.
+  // `n` bytes were written into buffer().
+  void commit(std::size_t n);
+  // Consumes what has arrived. true: a whole record is ready for take(); false:
+  // more bytes are needed. An error when the stream broke the limits.
+  Result<bool> parse();
+  // The finished record; call parse() again before reading more.
   std::vector<std::uint8_t> take();
+  // Staged bytes not yet parsed (the beginning of the next record).
+  bool has_unparsed() const { return staged_end_ > staged_at_; }
 
  private:
   static constexpr std::size_t kGrowStep = 256 * 1024;
+  static constexpr std::size_t kStageBytes = 16 * 1024;
+
+  Result<void> on_header();
+  void grow_record(std::size_t need);
 
   std::size_t max_record_bytes_;
   std::array<std::uint8_t, 4> header_{};
@@ -42,9 +60,12 @@ class RecordReader {
   bool in_body_ = false;
   bool last_ = false;
   bool complete_ = false;
+  bool direct_ = false;  // buffer() handed out record space
   std::size_t fragment_left_ = 0;
   std::size_t record_have_ = 0;  // bytes of `record_` that hold data
   std::vector<std::uint8_t> record_;
+  std::unique_ptr<std::uint8_t[]> staged_;
+  std::size_t staged_at_ = 0, staged_end_ = 0;
 };
 
 // Writes the 4-byte record mark for a single-fragment record of `length` bytes.

@@ -14,9 +14,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::size_t n = std::min({buf.size(), step, size - at});
     std::memcpy(buf.data(), data + at, n);
     at += n;
-    auto done = r.commit(n);
-    if (!done) break;
-    if (*done) (void)r.take();
+    r.commit(n);
+    for (;;) {
+      auto done = r.parse();
+      if (!done) return 0;
+      if (!*done) break;
+      (void)r.take();
+    }
   }
   return 0;
 }

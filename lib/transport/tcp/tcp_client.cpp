@@ -77,7 +77,7 @@ void TcpClient::fail_all(const Error& e) {
 void TcpClient::reader_loop() {
   RecordReader reader(options_.max_record_bytes);
   Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: connection to " + peer_ + " closed"};
-  for (;;) {
+  for (bool open = true; open;) {
     auto buf = reader.buffer();
     ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
@@ -85,30 +85,37 @@ void TcpClient::reader_loop() {
       if (n < 0) why.message += std::string(": ") + std::strerror(errno);
       break;
     }
-    auto done = reader.commit(static_cast<std::size_t>(n));
-    if (!done) {
-      why = done.error();
-      break;
-    }
-    if (!*done) continue;
-    std::vector<std::uint8_t> reply = reader.take();
-    std::uint32_t xid = 0;
-    if (!rpc::peek_xid(reply, xid)) continue;
-    rpc::ReplyHandler h;
-    {
-      std::lock_guard lk(calls_mu_);
-      auto it = calls_.find(xid);
-      if (it == calls_.end()) {
-        spdlog::debug("rpc: reply from {} with unknown xid {:#x} ignored", peer_, xid);
-        continue;
+    reader.commit(static_cast<std::size_t>(n));
+    for (;;) {
+      auto done = reader.parse();
+      if (!done) {
+        why = done.error();
+        open = false;
+        break;
       }
-      h = std::move(it->second);
-      calls_.erase(it);
+      if (!*done) break;
+      deliver(reader.take());
     }
-    h(std::span<const std::uint8_t>(reply));
   }
   if (shutting_down_) why = Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"};
   fail_all(why);
+}
+
+void TcpClient::deliver(const std::vector<std::uint8_t>& reply) {
+  std::uint32_t xid = 0;
+  if (!rpc::peek_xid(reply, xid)) return;
+  rpc::ReplyHandler h;
+  {
+    std::lock_guard lk(calls_mu_);
+    auto it = calls_.find(xid);
+    if (it == calls_.end()) {
+      spdlog::debug("rpc: reply from {} with unknown xid {:#x} ignored", peer_, xid);
+      return;
+    }
+    h = std::move(it->second);
+    calls_.erase(it);
+  }
+  h(std::span<const std::uint8_t>(reply));
 }
 
 }  // namespace nfsrdma::tcp

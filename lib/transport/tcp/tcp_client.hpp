@@ -38,6 +38,7 @@ class TcpClient final : public rpc::ClientTransport {
  private:
   TcpClient(Fd fd, TcpClientOptions options, std::string peer);
   void reader_loop();
+  void deliver(const std::vector<std::uint8_t>& reply);  // to the call it answers, if still pending
   void fail_all(const Error& e);
 
   Fd fd_;
