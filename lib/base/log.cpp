@@ -86,6 +86,16 @@ std::string escape_log_text(std::string_view text) {
   return out;
 }
 
+std::optional<std::uint64_t> LogLimiter::allow() {
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t next = next_.load(std::memory_order_relaxed);
+  if (now < next || !next_.compare_exchange_strong(next, now + interval_.count())) {
+    held_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  return held_.exchange(0, std::memory_order_relaxed);
+}
+
 bool init_logging(std::string_view level, std::string_view syslog_ident) {
   auto lvl = spdlog::level::from_str(std::string(level));
   // from_str maps unknown names to "off"; only accept "off" when asked for.
