@@ -76,6 +76,14 @@ static std::uint64_t call_checksum(std::span<const std::uint8_t> message) {
   return siphash24(SipKey{}, std::span(head).first(8 + n));
 }
 
+std::size_t Dispatcher::reply_bound(std::span<const std::uint8_t> call, std::size_t otherwise) const {
+  constexpr std::size_t kReplyHeader = 64;  // xid, accepted reply, verifier, status
+  xdr::Decoder d(call);
+  auto h = rpc::decode_call(d);
+  if (!h || h->prog != nfs3::kProgram) return otherwise;
+  return kReplyHeader + nfs_.result_bound(h->proc, d);
+}
+
 void Dispatcher::handle(rpc::IncomingCall&& call) {
   const auto started = std::chrono::steady_clock::now();
   const rpc::Peer& peer = call.channel->peer();
@@ -84,7 +92,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   auto h = rpc::decode_call(d);
   if (!h) {
     // Without a sound header there is nobody to answer (RFC 5531 §9).
-    spdlog::info("rpc: undecodable call header from {}: {}", peer.describe(), h.error().describe());
+    NFSRDMA_LOG_LIMITED(info, "rpc: undecodable call header from {}: {}", peer.describe(), h.error().describe());
     call.channel->drop();
     return;
   }
@@ -94,13 +102,13 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   auto send = [&] { call.channel->send(std::move(reply)); };
 
   if (h->rpcvers != rpc::kRpcVersion) {
-    spdlog::info("rpc: call from {} with RPC version {}", peer.describe(), h->rpcvers);
+    NFSRDMA_LOG_LIMITED(info, "rpc: call from {} with RPC version {}", peer.describe(), h->rpcvers);
     rpc::encode_rpc_mismatch(out, h->xid);
     return send();
   }
   const Program prog = program_for(call.listener);
   if (h->prog != prog.prog) {
-    spdlog::info("rpc: {} called program {} on the {} port", peer.describe(), h->prog, prog.name);
+    NFSRDMA_LOG_LIMITED(info, "rpc: {} called program {} on the {} port", peer.describe(), h->prog, prog.name);
     rpc::encode_accepted(out, h->xid, rpc::AcceptStat::prog_unavail);
     return send();
   }
@@ -114,7 +122,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   if (h->cred.flavor == rpc::AuthFlavor::sys) {
     auto sys = rpc::decode_auth_sys(h->cred.body);
     if (!sys) {
-      spdlog::info("rpc: bad AUTH_SYS credentials from {}", peer.describe());
+      NFSRDMA_LOG_LIMITED(info, "rpc: bad AUTH_SYS credentials from {}", peer.describe());
       rpc::encode_auth_error(out, h->xid, rpc::AuthStat::badcred);
       return send();
     }
@@ -125,7 +133,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   } else if (h->cred.flavor == rpc::AuthFlavor::none) {
     ctx.anonymous = true;
   } else {
-    spdlog::info("rpc: {} used unsupported auth flavor {}", peer.describe(), static_cast<std::uint32_t>(h->cred.flavor));
+    NFSRDMA_LOG_LIMITED(info, "rpc: {} used unsupported auth flavor {}", peer.describe(), static_cast<std::uint32_t>(h->cred.flavor));
     rpc::encode_auth_error(out, h->xid, rpc::AuthStat::tooweak);
     return send();
   }
@@ -166,7 +174,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     stat = rpc::AcceptStat::prog_unavail;
   }
   if (stat != rpc::AcceptStat::success) {
-    spdlog::info("rpc: {} {} from {}: {}", prog.name, proc_name(prog, h->proc), peer.describe(),
+    NFSRDMA_LOG_LIMITED(info, "rpc: {} {} from {}: {}", prog.name, proc_name(prog, h->proc), peer.describe(),
                  rpc::accept_stat_name(stat));
     out.truncate(0);
     reply.payload_offset = reply.payload_length = 0;

@@ -22,6 +22,10 @@ class Dispatcher {
 
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
+  // The most a reply to `call` can take (tcp::TcpServerOptions::reply_bound):
+  // exact for NFS, `otherwise` for MOUNT and PORTMAP (an export list has no
+  // fixed size) and for anything that does not decode.
+  std::size_t reply_bound(std::span<const std::uint8_t> call, std::size_t otherwise) const;
 
  private:
   NfsService& nfs_;

@@ -43,7 +43,16 @@ int main(int argc, char** argv) {
   bool no_register = false;
   app.add_flag("--no-register", no_register, "Do not register with a running rpcbind");
   app.add_option("--threads", cfg.threads, "Worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--max-connections", cfg.max_connections, "Connections accepted at once, per transport")->capture_default_str();
+  app.add_option("--max-connections", cfg.admission.max_connections,
+                 "Connections held at once, per transport; past it the longest-idle one is closed for a new one")
+      ->capture_default_str();
+  app.add_option("--max-connections-per-address", cfg.admission.max_per_address,
+                 "Connections held at once from one client address, per transport; past it refused")
+      ->capture_default_str();
+  double idle_timeout_s = 360;
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "Seconds a connection may stay idle before it is closed (clients reconnect); 0: never")
+      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   app.add_option("--rtmax", cfg.limits.rtmax, "Largest READ offered in FSINFO (bytes)")
       ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
   app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")
@@ -57,6 +66,7 @@ int main(int argc, char** argv) {
   cfg.register_rpcbind = !no_register;
   cfg.rdma = !no_rdma;
   cfg.rdma_options.rma_timeout = std::chrono::milliseconds(static_cast<long>(rdma_timeout_s * 1000));
+  cfg.admission.idle_timeout = std::chrono::milliseconds(static_cast<long>(idle_timeout_s * 1000));
   if (verbose) log_level = "debug";
   if (!init_logging(log_level)) {
     std::fprintf(stderr, "nfsrdma-server: unknown log level '%s'\n", log_level.c_str());

@@ -48,18 +48,18 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     }
   }
   if (!ex) {
-    spdlog::info("mount: {} asked for {}, which is not exported", ctx.peer.describe(), path);
+    NFSRDMA_LOG_LIMITED(info, "mount: {} asked for {}, which is not exported", ctx.peer.describe(), path);
     r.status = MNT3ERR_NOENT;
     return r;
   }
   const ExportOptions* opts = ex->entry.options_for(ctx.peer.addr);
   if (!opts) {
-    spdlog::info("mount: refused {} to {}: not in the export's client list", path, ctx.peer.describe());
+    NFSRDMA_LOG_LIMITED(info, "mount: refused {} to {}: not in the export's client list", path, ctx.peer.describe());
     r.status = MNT3ERR_ACCES;
     return r;
   }
   if (opts->secure && !ctx.secure) {
-    spdlog::info("mount: refused {} to {}: insecure source port (export is 'secure')", path, ctx.peer.describe());
+    NFSRDMA_LOG_LIMITED(info, "mount: refused {} to {}: insecure source port (export is 'secure')", path, ctx.peer.describe());
     r.status = MNT3ERR_PERM;
     return r;
   }
@@ -96,7 +96,7 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     std::lock_guard lk(mu_);
     mounts_.insert({host_of(ctx.peer), path});
   }
-  spdlog::info("mount: {} mounted {}", ctx.peer.describe(), path);
+  NFSRDMA_LOG_LIMITED(info, "mount: {} mounted {}", ctx.peer.describe(), path);
   return r;
 }
 

@@ -29,6 +29,21 @@ rpc::AcceptStat run(xdr::Decoder& in, xdr::Encoder& out, Fn&& fn) {
 
 }  // namespace
 
+std::size_t NfsService::result_bound(std::uint32_t proc, xdr::Decoder& in) const {
+  constexpr std::size_t kFixed = 1024;  // the largest fixed-size result (RENAME's two wcc_data) and then some
+  auto counted = [&](auto args, auto count) {
+    codec(in, args);
+    return kFixed + (in.ok() ? std::min<std::size_t>(count(args), limits_.rtmax) : 0);
+  };
+  switch (static_cast<Proc>(proc)) {
+    case Proc::READ: return counted(READ3args{}, [](const auto& a) { return a.count; });
+    case Proc::READDIR: return counted(READDIR3args{}, [](const auto& a) { return a.count; });
+    case Proc::READDIRPLUS: return counted(READDIRPLUS3args{}, [](const auto& a) { return a.maxcount; });
+    case Proc::READLINK: return kFixed + PATH_MAX;
+    default: return kFixed;
+  }
+}
+
 rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, xdr::Decoder& in, xdr::Encoder& out,
                                    rpc::ReplyMessage& reply) {
   using P = Proc;
@@ -71,11 +86,11 @@ nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need
   if (auto s = open_handle(exports_, fh, out); s != NFS3_OK) return s;
   out.opts = out.ex->entry.options_for(ctx.peer.addr);
   if (!out.opts) {
-    spdlog::info("nfs: {} is not allowed to use export {}", ctx.peer.describe(), out.ex->entry.path);
+    NFSRDMA_LOG_LIMITED(info, "nfs: {} is not allowed to use export {}", ctx.peer.describe(), out.ex->entry.path);
     return NFS3ERR_ACCES;
   }
   if (out.opts->secure && !ctx.secure) {
-    spdlog::info("nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
+    NFSRDMA_LOG_LIMITED(info, "nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
                  out.ex->entry.path);
     return NFS3ERR_PERM;
   }

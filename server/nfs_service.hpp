@@ -29,6 +29,10 @@ class NfsService {
   rpc::AcceptStat handle(const CallContext& ctx, std::uint32_t proc, xdr::Decoder& args, xdr::Encoder& out,
                          rpc::ReplyMessage& reply);
   const nfs3::verf8& write_verifier() const { return write_verf_; }
+  // The most the result of `proc` with these arguments can take, in bytes:
+  // READ, READDIR and READDIRPLUS by their count (capped at rtmax), READLINK
+  // by PATH_MAX, every other procedure a few hundred bytes.
+  std::size_t result_bound(std::uint32_t proc, xdr::Decoder& args) const;
 
  private:
   enum class Need : std::uint8_t { read, modify };

@@ -34,9 +34,12 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   s->pool_ = std::make_unique<ThreadPool>(config.threads);
 
   tcp::TcpServerOptions topts;
-  topts.max_connections = config.max_connections;
+  topts.admission = config.admission;
   topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
   Dispatcher* d = s->dispatcher_.get();
+  topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
+    return d->reply_bound(call, max);
+  };
   ThreadPool* pool = s->pool_.get();
   s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [d, pool](rpc::IncomingCall&& call) {
     pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
@@ -54,7 +57,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   if (config.rdma) {
     rdma::RdmaServerOptions ro = config.rdma_options;
     if (ro.host.empty()) ro.host = config.bind_address;
-    ro.max_connections = config.max_connections;
+    ro.admission = config.admission;
     ro.payload_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
     auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
       pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });

@@ -22,7 +22,7 @@ struct ServerConfig {
   std::uint16_t portmap_port = portmap2::kPort;
   bool register_rpcbind = true;
   std::size_t threads = 8;
-  std::size_t max_connections = 1024;
+  rpc::AdmissionLimits admission;  // per transport
   NfsLimits limits;
   std::string state_dir = "/var/lib/nfsrdma";
   // RPC-over-RDMA: on by default; a provider named explicitly must work, the

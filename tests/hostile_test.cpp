@@ -21,16 +21,6 @@ namespace {
 
 using namespace nfs3;
 
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long v = 0;
-  while (in >> key) {
-    if (key == "VmRSS:") return (in >> v, v);
-  }
-  return 0;
-}
-
 class Hostile : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -53,6 +53,29 @@ const std::string& test_client_host() {
   return v;
 }
 
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long v = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") return (in >> v, v);
+  }
+  return 0;
+}
+
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // After the command name in parentheses: state is field 3, utime 14, stime 15.
+  std::istringstream rest(all.substr(all.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 std::uint16_t free_port() {
   auto fd = tcp::listen_tcp(test_server_host(), 0);
   if (!fd) throw std::runtime_error(fd.error().describe());

@@ -29,6 +29,10 @@ class TempDir {
 
 std::uint16_t free_port();
 
+// A process's resident memory (KiB) and CPU time used so far (user + system, seconds).
+long rss_kib(pid_t pid);
+double cpu_seconds(pid_t pid);
+
 // Where the RDMA tests run: libfabric's tcp provider on loopback, unless the
 // soft-RoCE guest says otherwise (tests/guest/): NFSRDMA_TEST_PROVIDER
 // (verbs), NFSRDMA_TEST_SERVER (the address the server listens on, on an RDMA

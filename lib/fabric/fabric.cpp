@@ -400,6 +400,17 @@ Result<std::optional<ConnectRequest>> Listener::wait_request(int timeout_ms) {
   return std::optional<ConnectRequest>{std::move(req)};
 }
 
+bool ConnectRequest::peer_address(sockaddr_storage& out, socklen_t& len) const {
+  const fi_info* i = info.get();
+  if (!i || !i->dest_addr || i->dest_addrlen == 0 || i->dest_addrlen > sizeof out) return false;
+  if (i->addr_format != FI_SOCKADDR_IN && i->addr_format != FI_SOCKADDR_IN6 && i->addr_format != FI_SOCKADDR) {
+    return false;
+  }
+  std::memcpy(&out, i->dest_addr, i->dest_addrlen);
+  len = static_cast<socklen_t>(i->dest_addrlen);
+  return true;
+}
+
 void Listener::reject(const ConnectRequest& req) { fi_reject(pep_, req.info->handle, nullptr, 0); }
 
 void Listener::wake() {

@@ -178,6 +178,8 @@ class Endpoint {
 struct ConnectRequest {
   Info info;
   std::vector<std::uint8_t> private_data;
+  // The requester's address, when the provider gives it as a socket address.
+  bool peer_address(sockaddr_storage& out, socklen_t& len) const;
 };
 
 // Listens on every device that has `host` (all of them when empty). A request

@@ -1,7 +1,8 @@
 #include "lib/transport/rdma/rdma_server.hpp"
 
-#include <condition_variable>
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
@@ -13,6 +14,12 @@ using rpcrdma::Header;
 
 namespace {
 
+// Requests beyond the credits granted (see the header), and send buffers
+// beyond the requests' own for error replies.
+constexpr std::size_t kRequestSlack = 16;
+constexpr std::size_t kErrorSends = 16;
+constexpr std::size_t kNoRequest = SIZE_MAX;
+
 enum class CtxKind : std::uint8_t { recv, send, rma };
 struct Ctx {
   fabric::OpContext op;  // first: the provider's space, and what a completion points at
@@ -20,6 +27,7 @@ struct Ctx {
 };
 struct SlotCtx : Ctx {
   std::size_t slot = 0;
+  std::size_t request = kNoRequest;  // send: the request whose reply it carries
 };
 
 enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushing_reply };
@@ -69,7 +77,8 @@ ConnectionMetrics& connection_metrics() {
 
 class ServerConnection final : public std::enable_shared_from_this<ServerConnection> {
  public:
-  explicit ServerConnection(RdmaServer& s) : server_(s), requests_(s.options_.credits) {
+  ServerConnection(RdmaServer& s, std::shared_ptr<rpc::Admission::Ticket> ticket)
+      : server_(s), ticket_(std::move(ticket)), requests_(s.options_.credits + kRequestSlack) {
     metrics_.connections.add(1);
     metrics_.granted.add(s.options_.credits);
   }
@@ -98,6 +107,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
     release(requests_[index]);
   }
   const rpc::Peer& peer() const { return peer_; }
+  const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
  private:
   void progress_loop();
@@ -112,8 +122,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void finish_reply(Request& r);
   void send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
-  std::optional<std::size_t> take_send_slot(bool may_wait);
-  void post_send_slot(std::size_t slot, std::size_t len);
+  std::optional<std::size_t> take_send_slot(bool for_error);
+  void post_send_slot(std::size_t slot, std::size_t len, std::size_t request = kNoRequest);
+  void on_send_done(SlotCtx& ctx);
   void repost_recv(std::size_t slot);
   void release(Request& r);
   Request* take_request();
@@ -121,11 +132,18 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // the request ends or the connection dies (drain), never twice.
   bool adopt(Request& r, std::size_t slot);
   void give_back(Request& r);
+  // Every payload buffer a connection takes goes through these: at most a
+  // quarter of the device's pool per connection (RdmaServerOptions), so the
+  // RMAs of one client that stalls them cannot hold every buffer; the rest
+  // of its requests wait here, in order, not in the shared pool's queue.
+  void lease(std::function<void(std::size_t)> then);
+  void give_slot(std::size_t slot);
   void handler_done(Request& r);
   void drain();
   void fail(Request& r, const char* why);
 
   RdmaServer& server_;
+  std::shared_ptr<rpc::Admission::Ticket> ticket_;
   PayloadPool* payload_ = nullptr;  // of the device the connection arrived on
   std::unique_ptr<fabric::Endpoint> ep_;
   rpc::Peer peer_;
@@ -134,10 +152,11 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
   std::vector<Request> requests_;
   ConnectionMetrics& metrics_ = connection_metrics();
-  std::mutex mu_;  // guards free_requests_ and send-slot waits
-  std::condition_variable send_cv_;
+  std::mutex mu_;  // guards free_requests_, drained_ and Request::in_handler
   std::vector<std::size_t> free_requests_;
   bool drained_ = false;  // guarded by mu_: the connection is gone, leases return at once
+  std::size_t leases_ = 0;  // guarded by mu_: payload buffers held or asked of the pool
+  std::deque<std::function<void(std::size_t)>> parked_;  // guarded by mu_: leases past the cap
   std::atomic<bool> closing_{false}, finished_{false};
   std::thread progress_;
 };
@@ -169,14 +188,15 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   auto rp = SlotPool::create(domain, o.credits, o.inline_bytes, false);
   if (!rp) return rp.error();
   recv_pool_ = std::move(*rp);
-  // Enough send buffers for every credit's reply plus error replies.
-  auto sp = SlotPool::create(domain, o.credits + 16, o.inline_bytes, false);
+  // A send buffer for every request's reply, plus some for error replies.
+  const std::size_t sends = requests_.size() + kErrorSends;
+  auto sp = SlotPool::create(domain, sends, o.inline_bytes, false);
   if (!sp) return sp.error();
   send_pool_ = std::move(*sp);
   recv_ctx_.resize(o.credits);
-  send_ctx_.resize(o.credits + 16);
+  send_ctx_.resize(sends);
   for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
-  for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i};
+  for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i, kNoRequest};
   for (std::size_t i = 0; i < requests_.size(); ++i) {
     requests_[i].kind = CtxKind::rma;
     requests_[i].index = i;
@@ -186,7 +206,7 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   mine.send_size = o.inline_bytes;
   mine.recv_size = o.inline_bytes;
   auto priv = rpcrdma::encode_private(mine);
-  auto ep = fabric::Endpoint::accept(domain, req.info.get(), priv, 5000, o.credits * 2 + 64,
+  auto ep = fabric::Endpoint::accept(domain, req.info.get(), priv, 5000, requests_.size() * 2 + kErrorSends + 64,
                                      [&](fabric::Endpoint& e) -> Result<void> {
                                        for (std::size_t i = 0; i < recv_ctx_.size(); ++i) {
                                          auto buf = recv_pool_->slot(i);
@@ -216,7 +236,7 @@ void ServerConnection::check_rma_deadline() {
   for (auto& r : requests_) {
     std::int64_t since = r.rma_since_ns.load();
     if (since != 0 && now - since > limit && !closing_) {
-      spdlog::warn("rdma: RDMA {} for xid {:#x} from {} not done after {} ms; closing the connection",
+      NFSRDMA_LOG_LIMITED(warn, "rdma: RDMA {} for xid {:#x} from {} not done after {} ms; closing the connection",
                    r.phase == Phase::pulling ? "Read" : "Write", r.hdr.xid, peer_.describe(),
                    std::chrono::duration_cast<std::chrono::milliseconds>(server_.options_.rma_timeout).count());
       closing_ = true;
@@ -225,7 +245,7 @@ void ServerConnection::check_rma_deadline() {
 }
 
 void ServerConnection::progress_loop() {
-  spdlog::info("rdma: connection from {}", peer_.describe());
+  spdlog::debug("rdma: connection from {}", peer_.describe());
   fabric::Completion c[32];
   while (!closing_ && !server_.stopping_) {
     auto n = ep_->poll(c, 200);
@@ -233,23 +253,20 @@ void ServerConnection::progress_loop() {
       spdlog::warn("rdma: completion queue of {} failed: {}", peer_.describe(), n.error().describe());
       break;
     }
+    if (*n > 0) ticket_->touch();
     for (std::size_t i = 0; i < *n; ++i) {
       auto* ctx = reinterpret_cast<Ctx*>(c[i].context);
       if (!ctx) continue;
       if (c[i].error) {
         // Flushed work on a dying connection, or a peer that broke the rules.
-        if (!closing_) spdlog::info("rdma: operation for {} failed: {}", peer_.describe(), std::strerror(c[i].error));
+        if (!closing_) NFSRDMA_LOG_LIMITED(info, "rdma: operation for {} failed: {}", peer_.describe(), std::strerror(c[i].error));
         closing_ = true;
+        if (ctx->kind == CtxKind::send) on_send_done(static_cast<SlotCtx&>(*ctx));
         continue;
       }
       switch (ctx->kind) {
         case CtxKind::recv: on_recv(static_cast<SlotCtx&>(*ctx), c[i].len); break;
-        case CtxKind::send: {
-          send_pool_->give(static_cast<SlotCtx&>(*ctx).slot);
-          std::lock_guard lk(mu_);
-          send_cv_.notify_one();
-          break;
-        }
+        case CtxKind::send: on_send_done(static_cast<SlotCtx&>(*ctx)); break;
         case CtxKind::rma: {
           auto& r = static_cast<Request&>(*ctx);
           if (r.rma_left.fetch_sub(1) == 1) {
@@ -264,13 +281,9 @@ void ServerConnection::progress_loop() {
     check_rma_deadline();
   }
   closing_ = true;
-  {
-    std::lock_guard lk(mu_);
-    send_cv_.notify_all();
-  }
   ep_->shutdown();
   drain();
-  spdlog::info("rdma: {} disconnected", peer_.describe());
+  spdlog::debug("rdma: {} disconnected", peer_.describe());
   finished_ = true;
 }
 
@@ -291,9 +304,36 @@ bool ServerConnection::adopt(Request& r, std::size_t slot) {
       return true;
     }
   }
-  // ORDER: give outside mu_: give() may hand the slot to a waiter of this connection.
-  payload_->give(slot);
+  give_slot(slot);  // ORDER: outside mu_, which give_slot takes
   return false;
+}
+
+void ServerConnection::lease(std::function<void(std::size_t)> then) {
+  {
+    std::lock_guard lk(mu_);
+    if (leases_ >= std::max<std::size_t>(1, server_.options_.payload_slots / 4)) {
+      parked_.push_back(std::move(then));
+      return;
+    }
+    ++leases_;
+  }
+  payload_->lease(std::move(then));
+}
+
+void ServerConnection::give_slot(std::size_t slot) {
+  std::function<void(std::size_t)> next;
+  {
+    std::lock_guard lk(mu_);
+    --leases_;
+    if (!parked_.empty() && !drained_) {
+      next = std::move(parked_.front());
+      parked_.pop_front();
+      ++leases_;
+    }
+  }
+  // ORDER: give outside mu_: give() may run a waiter of this connection.
+  payload_->give(slot);
+  if (next) payload_->lease(std::move(next));
 }
 
 void ServerConnection::give_back(Request& r) {
@@ -303,7 +343,7 @@ void ServerConnection::give_back(Request& r) {
     slot = r.payload_slot;
     r.payload_slot.reset();
   }
-  if (slot) payload_->give(*slot);
+  if (slot) give_slot(*slot);
 }
 
 void ServerConnection::drain() {
@@ -320,7 +360,12 @@ void ServerConnection::drain() {
       r.payload_slot.reset();
     }
   }
-  for (auto s : slots) payload_->give(s);
+  for (auto s : slots) give_slot(s);
+  std::deque<std::function<void(std::size_t)>> parked;
+  {
+    std::lock_guard lk(mu_);
+    parked.swap(parked_);  // they hold the connection; a dying one runs none of them
+  }
 }
 
 void ServerConnection::handler_done(Request& r) {
@@ -351,11 +396,11 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
   rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
   const auto& lim = server_.options_;
   if (d.failure == rpcrdma::DecodeFailure::too_short) {
-    spdlog::info("rdma: {} sent a {}-byte message, too short for a header", peer_.describe(), len);
+    NFSRDMA_LOG_LIMITED(info, "rdma: {} sent a {}-byte message, too short for a header", peer_.describe(), len);
     return repost_recv(ctx.slot);
   }
   if (d.failure == rpcrdma::DecodeFailure::bad_version) {
-    spdlog::info("rdma: {} speaks RPC-over-RDMA version {}", peer_.describe(), d.header.vers);
+    NFSRDMA_LOG_LIMITED(info, "rdma: {} speaks RPC-over-RDMA version {}", peer_.describe(), d.header.vers);
     send_error(d.header.xid, rpcrdma::ERR_VERS);
     return repost_recv(ctx.slot);
   }
@@ -363,14 +408,14 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
                            ? rpcrdma::validate_call(d.header, {lim.payload_bytes, lim.payload_bytes, lim.inline_bytes})
                            : Result<void>(Error{ErrorDomain::rpc, 0, Action::fail, "unparseable transport header"});
   if (!valid) {
-    spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), d.header.xid, valid.error().message);
+    NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), d.header.xid, valid.error().message);
     send_error(d.header.xid, rpcrdma::ERR_CHUNK);
     return repost_recv(ctx.slot);
   }
   Request* r = take_request();
   if (!r) {
-    spdlog::warn("rdma: {} has more calls in flight than the {} credits granted; closing", peer_.describe(),
-                 lim.credits);
+    NFSRDMA_LOG_LIMITED(warn, "rdma: {} has more calls in flight than the {} credits granted (and {} more); closing",
+                 peer_.describe(), lim.credits, kRequestSlack);
     closing_ = true;
     return;
   }
@@ -387,14 +432,14 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
     auto self = shared_from_this();
     auto msg = std::make_shared<std::vector<std::uint8_t>>(std::move(message));
     r->phase = Phase::executing;
-    payload_->lease([self, r, msg](std::size_t slot) {
+    lease([self, r, msg](std::size_t slot) {
       if (self->adopt(*r, slot)) self->dispatch(*r, std::move(*msg));
     });
     return;
   }
   r->phase = Phase::pulling;
   auto self = shared_from_this();
-  payload_->lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
+  lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
 }
 
 void ServerConnection::start_pull(Request& r, std::size_t slot) {
@@ -414,7 +459,7 @@ void ServerConnection::start_pull(Request& r, std::size_t slot) {
 }
 
 void ServerConnection::fail(Request& r, const char* why) {
-  spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), r.hdr.xid, why);
+  NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), r.hdr.xid, why);
   if (r.phase == Phase::pulling) repost_recv(r.recv_slot);
   send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
   release(r);
@@ -497,7 +542,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   if (has_write_chunk && msg.payload_length > 0) {
     const auto& chunk = r.hdr.write_list[0];
     if (msg.payload_length > chunk.length()) {
-      spdlog::info("rdma: reply data of {} bytes does not fit the Write chunk of {}", msg.payload_length,
+      NFSRDMA_LOG_LIMITED(info, "rdma: reply data of {} bytes does not fit the Write chunk of {}", msg.payload_length,
                    chunk.length());
       send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
       return release(r);
@@ -506,7 +551,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     r.phase = Phase::pushing_data;
     auto payload = std::make_shared<rpc::ReplyMessage>(std::move(msg));
     auto self = shared_from_this();
-    payload_->lease([self, &r, payload](std::size_t slot) {
+    lease([self, &r, payload](std::size_t slot) {
       if (!self->adopt(r, slot)) return;
       SlotPool& pool = self->payload_->slots();
       std::memcpy(pool.slot(slot).data(), payload->bytes.data() + payload->payload_offset, payload->payload_length);
@@ -532,7 +577,7 @@ void ServerConnection::finish_reply(Request& r) {
   const std::size_t header_max = rpcrdma::kMinHeaderBytes + 8 + r.hdr.write_list.size() * (8 + 16 * rpcrdma::kMaxChunkSegments);
   if (header_max + r.body.size() <= peer_recv_inline_) return send_reply(r, rpcrdma::RDMA_MSG);
   if (!r.hdr.reply_chunk || r.body.size() > r.hdr.reply_chunk->length()) {
-    spdlog::info("rdma: ERR_CHUNK to {} for xid {:#x}: a {}-byte reply needs a {}", peer_.describe(), r.hdr.xid,
+    NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: a {}-byte reply needs a {}", peer_.describe(), r.hdr.xid,
                  r.body.size(), r.hdr.reply_chunk ? "larger Reply chunk" : "Reply chunk");
     send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
     return release(r);
@@ -540,7 +585,7 @@ void ServerConnection::finish_reply(Request& r) {
   r.phase = Phase::pushing_reply;
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
   auto self = shared_from_this();
-  payload_->lease([self, &r](std::size_t slot) {
+  lease([self, &r](std::size_t slot) {
     if (!self->adopt(r, slot)) return;
     SlotPool& pool = self->payload_->slots();
     if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
@@ -573,8 +618,13 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   h.proc = proc;
   if (!r.hdr.write_list.empty()) h.write_list.push_back(used_part(r.hdr.write_list[0], r.write_len));
   if (proc == rpcrdma::RDMA_NOMSG) h.reply_chunk = used_part(*r.hdr.reply_chunk, r.reply_len);
-  auto slot = take_send_slot(true);
-  if (!slot) return release(r);
+  auto slot = take_send_slot(false);
+  if (!slot) {
+    // Cannot happen: every request has a send buffer of its own.
+    spdlog::error("rdma: no send buffer for a reply to {}; closing", peer_.describe());
+    closing_ = true;
+    return release(r);
+  }
   std::vector<std::uint8_t> head;
   xdr::Encoder e(head);
   rpcrdma::encode_header(e, h);
@@ -583,12 +633,19 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   NFSRDMA_CHECK(head.size() + body <= buf.size());
   std::memcpy(buf.data(), head.data(), head.size());
   if (body) std::memcpy(buf.data() + head.size(), r.body.data(), body);
-  release(r);
-  post_send_slot(*slot, head.size() + body);
+  r.body.clear();
+  // The request (and its credit) ends when the Send completes: on_send_done.
+  post_send_slot(*slot, head.size() + body, r.index);
+}
+
+void ServerConnection::on_send_done(SlotCtx& ctx) {
+  const std::size_t request = std::exchange(ctx.request, kNoRequest);
+  send_pool_->give(ctx.slot);
+  if (request != kNoRequest) release(requests_[request]);
 }
 
 void ServerConnection::send_error(std::uint32_t xid, rpcrdma::ErrorCode code) {
-  auto slot = take_send_slot(false);
+  auto slot = take_send_slot(true);
   if (!slot) return;  // out of buffers for errors: the client times out instead
   Header h;
   h.xid = xid;
@@ -602,24 +659,20 @@ void ServerConnection::send_error(std::uint32_t xid, rpcrdma::ErrorCode code) {
   post_send_slot(*slot, head.size());
 }
 
-std::optional<std::size_t> ServerConnection::take_send_slot(bool may_wait) {
-  // Error replies may not use the last `credits` buffers: those are the
-  // replies' own, so a reply can always be sent.
-  if (!may_wait && send_pool_->available() <= server_.options_.credits) return std::nullopt;
-  for (;;) {
-    if (auto s = send_pool_->take()) return s;
-    if (!may_wait || closing_) return std::nullopt;
-    std::unique_lock lk(mu_);
-    send_cv_.wait_for(lk, std::chrono::milliseconds(100));
-  }
+std::optional<std::size_t> ServerConnection::take_send_slot(bool for_error) {
+  // Error replies may not use the last requests_.size() buffers: those are
+  // the requests' own, so a reply never waits for one.
+  if (for_error && send_pool_->available() <= requests_.size()) return std::nullopt;
+  return send_pool_->take();
 }
 
-void ServerConnection::post_send_slot(std::size_t slot, std::size_t len) {
+void ServerConnection::post_send_slot(std::size_t slot, std::size_t len, std::size_t request) {
   auto buf = send_pool_->slot(slot);
+  send_ctx_[slot].request = request;
   if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), len, send_pool_->region().desc()); !r) {
     spdlog::info("rdma: send to {} failed: {}", peer_.describe(), r.error().describe());
-    send_pool_->give(slot);
     closing_ = true;
+    on_send_done(send_ctx_[slot]);
   }
 }
 
@@ -634,6 +687,7 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
   if (!l) return l.error();
   s->listener_ = std::move(*l);
   s->port_ = s->listener_->port();
+  s->admission_ = std::make_unique<rpc::Admission>("rdma", options.admission);
   s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
   return s;
 }
@@ -677,6 +731,7 @@ void RdmaServer::reap() {
   for (auto it = connections_.begin(); it != connections_.end();) {
     if ((*it)->finished()) {
       (*it)->join();
+      admission_->remove((*it)->ticket());
       it = connections_.erase(it);
     } else {
       ++it;
@@ -684,23 +739,43 @@ void RdmaServer::reap() {
   }
 }
 
+void RdmaServer::close_connections(const std::vector<std::uint64_t>& tickets) {
+  if (tickets.empty()) return;
+  std::lock_guard lk(mu_);
+  for (auto& c : connections_) {
+    if (std::find(tickets.begin(), tickets.end(), c->ticket().id()) != tickets.end()) {
+      spdlog::debug("rdma: closing the connection from {} (idle, or evicted)", c->peer().describe());
+      c->close();
+    }
+  }
+}
+
 void RdmaServer::accept_loop() {
+  auto next_expiry = std::chrono::steady_clock::now();
   while (!stopping_) {
     auto req = listener_->wait_request(200);
     reap();
+    if (std::chrono::steady_clock::now() >= next_expiry) {
+      close_connections(admission_->expired());
+      next_expiry = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
     if (!req) {
       spdlog::warn("rdma: listening failed: {}", req.error().describe());
       continue;
     }
     if (!*req) continue;
-    if (connection_count() >= options_.max_connections) {
-      spdlog::warn("rdma: refusing a connection: at the limit of {} connections", options_.max_connections);
+    rpc::Peer peer;
+    if (!(*req)->peer_address(peer.addr, peer.len)) peer.len = 0;
+    auto d = admission_->admit(peer);
+    if (!d.ticket) {
       listener_->reject(**req);
       continue;
     }
-    auto conn = std::make_shared<ServerConnection>(*this);
+    if (d.evict) close_connections({*d.evict});
+    auto conn = std::make_shared<ServerConnection>(*this, d.ticket);
     if (auto r = conn->setup(**req); !r) {
       spdlog::warn("rdma: accepting a connection failed: {}", r.error().describe());
+      admission_->remove(*d.ticket);
       continue;
     }
     conn->start();

@@ -13,9 +13,15 @@
 //   payload buffers is a wait (PayloadPool), not an error. The Send of a reply
 //   is posted only after its RDMA Writes completed, so the data is in place
 //   before the client sees the reply on every provider.
+// A request (and its credit) is held until its reply's Send completed, so a
+// client that never takes its replies holds at most its requests, their
+// fixed buffers and send slots; no worker ever waits for a send slot. A few
+// requests beyond the credits absorb a client that reuses a credit before
+// the server saw its reply's completion; more than that closes the
+// connection. Connections are admitted, evicted and closed when idle by
+// rpc::Admission, as over TCP (activity: any completion).
 // Bad input: a wrong version gets RDMA_ERROR/ERR_VERS, an unparseable or
-// invalid header ERR_CHUNK (echoing the xid); more calls in flight than the
-// credits granted closes the connection. Never a truncated reply.
+// invalid header ERR_CHUNK (echoing the xid). Never a truncated reply.
 #pragma once
 
 #include <atomic>
@@ -27,6 +33,7 @@
 #include <string>
 #include <thread>
 
+#include "lib/rpc/admission.hpp"
 #include "lib/rpc/transport.hpp"
 #include "lib/transport/rdma/buffers.hpp"
 
@@ -38,9 +45,9 @@ struct RdmaServerOptions {
   std::uint16_t port = 20049;
   std::uint32_t credits = 128;
   std::uint32_t inline_bytes = 4096;        // largest message we receive (and offer to send) inline
-  std::size_t payload_slots = 64;           // registered payload buffers, per device
+  std::size_t payload_slots = 64;           // registered payload buffers, per device; a quarter per connection
   std::size_t payload_bytes = (1u << 20) + 64 * 1024;
-  std::size_t max_connections = 1024;
+  rpc::AdmissionLimits admission;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
 };
 
@@ -62,6 +69,7 @@ class RdmaServer {
   RdmaServer() = default;
   void accept_loop();
   void reap();
+  void close_connections(const std::vector<std::uint64_t>& tickets);
   // The domain of the device a request arrived on, and that device's payload
   // buffers (made with the first connection on it); acceptor thread only.
   Result<std::pair<fabric::Domain*, PayloadPool*>> device_for(const fabric::ConnectRequest& req);
@@ -71,6 +79,7 @@ class RdmaServer {
   std::string provider_;
   std::uint16_t port_ = 0;
   std::unique_ptr<fabric::Listener> listener_;
+  std::unique_ptr<rpc::Admission> admission_;
   // ORDER: after listener_, so each pool is deregistered before its domain closes.
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};

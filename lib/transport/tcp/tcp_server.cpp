@@ -1,13 +1,13 @@
 #include "lib/transport/tcp/tcp_server.hpp"
 
+#include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <arpa/inet.h>
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <deque>
 
 #include "lib/base/log.hpp"
@@ -15,33 +15,66 @@
 
 namespace nfsrdma::tcp {
 
-class TcpConnection final : public rpc::ReplyChannel,
-                            public std::enable_shared_from_this<TcpConnection> {
- public:
-  TcpConnection(TcpServer& server, Fd fd, rpc::Peer peer, int tag)
-      : server_(server), fd_(std::move(fd)), peer_(peer), tag_(tag), reader_(server.options_.max_record_bytes) {}
+namespace {
+// What a queued reply costs beyond its bytes (its queue entry and allocation).
+constexpr std::size_t kQueuedOverhead = 64;
+}  // namespace
 
-  void send(rpc::ReplyMessage&& reply) override {
+class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
+ public:
+  TcpConnection(TcpServer& server, Fd fd, rpc::Peer peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket)
+      : server_(server), fd_(std::move(fd)), peer_(peer), tag_(tag), ticket_(std::move(ticket)),
+        reader_(server.options_.max_record_bytes) {}
+
+  // ---- any thread: the end of one call ----
+
+  // `charge` is what begin_call() counted for the call.
+  void reply(rpc::ReplyMessage&& reply, std::size_t charge) {
     std::lock_guard lk(mu_);
-    if (in_flight_ > 0) --in_flight_;
-    if (closed_) return;
-    out_.push_back({record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0});
+    held_ -= charge;
+    if (closed_) {
+      --in_flight_;
+      return;
+    }
+    // The call stays in flight, and its reply's bytes held, until the socket took them.
+    const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
+    held_ += queued;
+    out_.push_back({record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
     if (out_.size() == 1) flush_locked();
     update_events_locked();
   }
 
-  void drop() override {
+  void no_reply(std::size_t charge) {
     std::lock_guard lk(mu_);
-    if (in_flight_ > 0) --in_flight_;
-    if (!closed_) update_events_locked();
+    held_ -= charge;
+    --in_flight_;
+    update_events_locked();
   }
 
-  void close() override {
+  void close() {
     std::lock_guard lk(mu_);
     close_locked();
   }
 
-  const rpc::Peer& peer() const override { return peer_; }
+  const rpc::Peer& peer() const { return peer_; }
+
+  // ---- loop thread ----
+
+  // Counts a call handed out with `charge` bytes; `unparsed`: bytes after it
+  // are already received. Returns whether the loop may read on.
+  bool begin_call(std::size_t charge, bool unparsed) {
+    std::lock_guard lk(mu_);
+    ++in_flight_;
+    held_ += charge;
+    unparsed_ = unparsed;
+    update_events_locked();
+    return may_read_locked();
+  }
+
+  bool may_read() {
+    std::lock_guard lk(mu_);
+    return !closed_ && may_read_locked();
+  }
 
   void refresh_events() {
     std::lock_guard lk(mu_);
@@ -55,8 +88,8 @@ class TcpConnection final : public rpc::ReplyChannel,
                                                  : ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
     return port < 1024;
   }
-  // Loop thread only.
   RecordReader& reader() { return reader_; }
+  rpc::Admission::Ticket& ticket() { return *ticket_; }
   int fd() const { return raw_fd_; }
 
   // Returns false when the socket failed and the connection should go.
@@ -66,15 +99,6 @@ class TcpConnection final : public rpc::ReplyChannel,
     bool ok = flush_locked();
     update_events_locked();
     return ok;
-  }
-
-  // Counts one more call handed out; returns false if the loop should stop
-  // reading this connection until replies drain.
-  bool begin_call() {
-    std::lock_guard lk(mu_);
-    ++in_flight_;
-    update_events_locked();
-    return in_flight_ < server_.options_.max_calls_in_flight;
   }
 
   bool has_pending_output() {
@@ -97,7 +121,13 @@ class TcpConnection final : public rpc::ReplyChannel,
     std::array<std::uint8_t, 4> mark;
     std::vector<std::uint8_t> bytes;
     std::size_t sent;  // counts the mark's 4 bytes first
+    std::size_t held;  // what it counts in held_
   };
+
+  bool may_read_locked() const {
+    const auto& o = server_.options_;
+    return in_flight_ < o.max_calls_in_flight && held_ < o.max_connection_bytes;
+  }
 
   // Writes what the socket takes. Returns false on a socket error.
   bool flush_locked() {
@@ -121,16 +151,19 @@ class TcpConnection final : public rpc::ReplyChannel,
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) return true;
-        spdlog::info("tcp: send to {} failed: {}", peer_.describe(), std::strerror(errno));
+        NFSRDMA_LOG_LIMITED(info, "tcp: send to {} failed: {}", peer_.describe(), std::strerror(errno));
         close_locked();
         return false;
       }
+      ticket_->touch();
       auto left = static_cast<std::size_t>(w);
       while (left > 0 && !out_.empty()) {
         Pending& p = out_.front();
         std::size_t rest = 4 + p.bytes.size() - p.sent;
         if (left >= rest) {
           left -= rest;
+          held_ -= p.held;
+          --in_flight_;
           out_.pop_front();
         } else {
           p.sent += left;
@@ -144,9 +177,10 @@ class TcpConnection final : public rpc::ReplyChannel,
   void update_events_locked() {
     if (closed_) return;
     std::uint32_t want = 0;
-    if (!server_.intake_stopped_.load() && in_flight_ < server_.options_.max_calls_in_flight) want |= EPOLLIN;
+    if (!server_.intake_stopped_.load() && may_read_locked()) want |= EPOLLIN;
     if (!out_.empty()) want |= EPOLLOUT;
     if (want == events_) return;
+    if ((want & EPOLLIN) && !(events_ & EPOLLIN) && unparsed_) server_.resume(raw_fd_);
     events_ = want;
     epoll_event ev{};
     ev.events = want;
@@ -157,6 +191,9 @@ class TcpConnection final : public rpc::ReplyChannel,
   void close_locked() {
     if (closed_) return;
     closed_ = true;
+    // Replies never sent end their calls now.
+    for (const auto& p : out_) held_ -= p.held;
+    in_flight_ -= out_.size();
     out_.clear();
     // ORDER: leave the epoll set before the fd number can be reused by accept().
     ::epoll_ctl(server_.epoll_.get(), EPOLL_CTL_DEL, raw_fd_, nullptr);
@@ -169,15 +206,36 @@ class TcpConnection final : public rpc::ReplyChannel,
   int raw_fd_ = -1;
   rpc::Peer peer_;
   int tag_;
+  std::shared_ptr<rpc::Admission::Ticket> ticket_;
   RecordReader reader_;
   std::deque<Pending> out_;
-  std::size_t in_flight_ = 0;
+  std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
+  std::size_t held_ = 0;       // bytes those calls count for
+  bool unparsed_ = false;      // received bytes wait in reader_
   std::uint32_t events_ = 0;
   bool closed_ = false;
 };
 
+namespace {
+
+// The way back for one call: it knows what the call was charged.
+class TcpCallChannel final : public rpc::ReplyChannel {
+ public:
+  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge) : conn_(std::move(c)), charge_(charge) {}
+  void send(rpc::ReplyMessage&& reply) override { conn_->reply(std::move(reply), charge_); }
+  void drop() override { conn_->no_reply(charge_); }
+  void close() override { conn_->close(); }
+  const rpc::Peer& peer() const override { return conn_->peer(); }
+
+ private:
+  std::shared_ptr<TcpConnection> conn_;
+  std::size_t charge_;
+};
+
+}  // namespace
+
 TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
-    : options_(options), handler_(std::move(handler)) {
+    : options_(std::move(options)), handler_(std::move(handler)), admission_("tcp", options_.admission) {
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   NFSRDMA_CHECK(epoll_.valid() && wake_fd_.valid());
@@ -209,6 +267,14 @@ void TcpServer::wake() {
   [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
 }
 
+void TcpServer::resume(int fd) {
+  {
+    std::lock_guard lk(resume_mu_);
+    resume_.push_back(fd);
+  }
+  wake();
+}
+
 void TcpServer::stop_intake() {
   intake_stopped_ = true;
   wake();
@@ -230,24 +296,50 @@ void TcpServer::accept_from(Listener& l) {
       return;
     }
     Fd fd(raw);
-    if (connections_.size() >= options_.max_connections) {
-      spdlog::warn("tcp: refusing connection from {}: at the limit of {} connections", peer.describe(),
-                   options_.max_connections);
-      continue;
+    auto d = admission_.admit(peer);
+    if (!d.ticket) continue;  // refused (counted and logged by admission_)
+    if (d.evict) {
+      if (auto it = by_ticket_.find(*d.evict); it != by_ticket_.end()) {
+        spdlog::debug("tcp: closing the connection from {} to make room", connections_[it->second]->peer().describe());
+        close_connection(it->second);
+      }
     }
     set_nodelay(raw);
-    auto c = std::make_shared<TcpConnection>(*this, std::move(fd), peer, l.tag);
+    auto c = std::make_shared<TcpConnection>(*this, std::move(fd), peer, l.tag, std::move(d.ticket));
     c->register_with_epoll();
     connections_[raw] = c;
+    by_ticket_[c->ticket().id()] = raw;
     connection_count_ = connections_.size();
     spdlog::debug("tcp: connection from {}", peer.describe());
   }
 }
 
 void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
+  RecordReader& reader = c->reader();
   // Bounded per wakeup so one busy client cannot starve the others.
   for (int round = 0; round < 64; ++round) {
-    auto buf = c->reader().buffer();
+    auto parsed = reader.parse();
+    if (!parsed) {
+      NFSRDMA_LOG_LIMITED(warn, "tcp: closing connection from {}: {}", c->peer().describe(), parsed.error().describe());
+      close_connection(c->fd());
+      return;
+    }
+    if (*parsed) {
+      rpc::IncomingCall call;
+      call.message = reader.take();
+      const std::size_t bound =
+          options_.reply_bound ? options_.reply_bound(call.message) : options_.max_record_bytes;
+      const std::size_t charge = call.message.size() + bound;
+      const bool more = c->begin_call(charge, reader.has_unparsed());
+      call.channel = std::make_shared<TcpCallChannel>(c, charge);
+      call.listener = c->tag();
+      call.secure = c->secure();
+      handler_(std::move(call));
+      if (!more) return;
+      continue;
+    }
+    if (!c->may_read()) return;
+    auto buf = reader.buffer();
     ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);
     if (n == 0) {
       spdlog::debug("tcp: {} closed the connection", c->peer().describe());
@@ -260,37 +352,42 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
       if (errno == ECONNRESET) {
         spdlog::debug("tcp: {} reset the connection", c->peer().describe());
       } else {
-        spdlog::info("tcp: receive from {} failed: {}", c->peer().describe(), std::strerror(errno));
+        NFSRDMA_LOG_LIMITED(info, "tcp: receive from {} failed: {}", c->peer().describe(), std::strerror(errno));
       }
       close_connection(c->fd());
       return;
     }
-    auto done = c->reader().commit(static_cast<std::size_t>(n));
-    if (!done) {
-      spdlog::warn("tcp: closing connection from {}: {}", c->peer().describe(), done.error().describe());
-      close_connection(c->fd());
-      return;
-    }
-    if (*done) {
-      rpc::IncomingCall call{c->reader().take(), c, c->tag(), c->secure()};
-      bool more = c->begin_call();
-      handler_(std::move(call));
-      if (!more) return;
-    }
+    c->ticket().touch();
+    reader.commit(static_cast<std::size_t>(n));
   }
+  // Out of rounds: records already received will not raise EPOLLIN again.
+  if (reader.has_unparsed()) resume(c->fd());
 }
 
 void TcpServer::close_connection(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   it->second->close();
+  admission_.remove(it->second->ticket());
+  by_ticket_.erase(it->second->ticket().id());
   connections_.erase(it);
   connection_count_ = connections_.size();
+}
+
+void TcpServer::close_expired() {
+  for (std::uint64_t id : admission_.expired()) {
+    auto it = by_ticket_.find(id);
+    if (it == by_ticket_.end()) continue;
+    auto c = connections_.find(it->second);
+    if (c != connections_.end()) spdlog::debug("tcp: closing idle connection from {}", c->second->peer().describe());
+    close_connection(it->second);
+  }
 }
 
 void TcpServer::run() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point stop_deadline{};
+  Clock::time_point next_expiry = Clock::now() + std::chrono::seconds(1);
   epoll_event events[64];
   for (;;) {
     if (intake_stopped_ && !intake_applied_) {
@@ -305,7 +402,11 @@ void TcpServer::run() {
       for (auto& [fd, c] : connections_) pending |= c->has_pending_output();
       if (!pending || Clock::now() > stop_deadline) break;
     }
-    int n = ::epoll_wait(epoll_.get(), events, 64, stopping_ ? 50 : -1);
+    if (Clock::now() >= next_expiry) {
+      close_expired();
+      next_expiry = Clock::now() + std::chrono::seconds(1);
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, stopping_ ? 50 : 1000);
     if (n < 0 && errno != EINTR) {
       spdlog::error("tcp: epoll_wait failed: {}", std::strerror(errno));
       break;
@@ -315,6 +416,15 @@ void TcpServer::run() {
       if (fd == wake_fd_.get()) {
         std::uint64_t v;
         [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+        std::vector<int> resume;
+        {
+          std::lock_guard lk(resume_mu_);
+          resume.swap(resume_);
+        }
+        for (int rfd : resume) {
+          auto it = connections_.find(rfd);
+          if (it != connections_.end() && !intake_stopped_) on_readable(std::shared_ptr(it->second));
+        }
         continue;
       }
       bool is_listener = false;
@@ -328,21 +438,22 @@ void TcpServer::run() {
       auto it = connections_.find(fd);
       if (it == connections_.end()) continue;
       auto c = it->second;
+      if (events[i].events & (EPOLLHUP | EPOLLERR)) {
+        // Reset, or shut in both directions: no reply can reach the client.
+        spdlog::debug("tcp: {} hung up", c->peer().describe());
+        close_connection(fd);
+        continue;
+      }
       if ((events[i].events & EPOLLOUT) && !c->on_writable()) {
         close_connection(fd);
         continue;
       }
-      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        if (!intake_stopped_) {
-          on_readable(c);
-        } else if ((events[i].events & (EPOLLHUP | EPOLLERR)) && !c->has_pending_output()) {
-          close_connection(fd);
-        }
-      }
+      if ((events[i].events & EPOLLIN) && !intake_stopped_) on_readable(c);
     }
   }
   for (auto& [fd, c] : connections_) c->close();
   connections_.clear();
+  by_ticket_.clear();
   connection_count_ = 0;
 }
 

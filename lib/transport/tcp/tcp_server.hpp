@@ -2,24 +2,37 @@
 // replies written back from any thread.
 //
 // Theory of operation: one event-loop thread (run()) owns the epoll set. It
-// accepts, reads records and hands each to the CallHandler, which must not block
-// (the server posts it to its worker pool). Replies come back through the
-// connection's ReplyChannel from any thread: send() writes directly when nothing
-// is queued, and queues the rest and arms EPOLLOUT when the socket is full.
-// Each connection has at most max_calls_in_flight calls handed out; at that
-// limit the loop stops reading it until replies drain (backpressure, not a
-// buffer that grows). Teardown: stop_intake() stops accepting and reading;
-// stop() ends run() once queued replies are written (or after a grace period).
+// accepts (through rpc::Admission), reads records and hands each to the
+// CallHandler, which must not block (the server posts it to its worker pool).
+// Each call gets its own ReplyChannel; its reply comes back from any thread:
+// send() writes directly when nothing is queued, and queues the rest and arms
+// EPOLLOUT when the socket is full.
+//
+// What one connection may hold is bounded, from a call's arrival until its
+// reply has left the socket: at most max_calls_in_flight calls, and at most
+// max_connection_bytes of memory, counted as each call's bytes plus the most
+// its reply can take (reply_bound) until the reply exists, then the reply's
+// own bytes until the socket took them. At either limit the loop stops
+// reading the connection (back-pressure: the client's sends block), so a
+// client that never reads its replies holds a bounded amount and nothing
+// grows. Records are parsed as they arrive (RecordReader); bytes already
+// received when reading stops are parsed once it resumes.
+//
+// Teardown: stop_intake() stops accepting and reading; stop() ends run() once
+// queued replies are written (or after a grace period).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "lib/rpc/admission.hpp"
 #include "lib/rpc/transport.hpp"
 #include "lib/transport/tcp/socket.hpp"
 
@@ -27,8 +40,12 @@ namespace nfsrdma::tcp {
 
 struct TcpServerOptions {
   std::size_t max_record_bytes = (1u << 20) + 64 * 1024;  // 1 MiB of data plus headers
-  std::size_t max_connections = 1024;
-  std::size_t max_calls_in_flight = 128;  // per connection
+  rpc::AdmissionLimits admission;
+  std::size_t max_calls_in_flight = 128;               // per connection
+  std::size_t max_connection_bytes = 16u << 20;        // per connection, see above
+  // The most a call's reply can take, from the call's bytes; unset: a whole
+  // record (max_record_bytes), the safe and pessimistic answer.
+  std::function<std::size_t(std::span<const std::uint8_t> call)> reply_bound;
 };
 
 class TcpConnection;
@@ -60,18 +77,26 @@ class TcpServer {
   void accept_from(Listener& l);
   void on_readable(const std::shared_ptr<TcpConnection>& c);
   void close_connection(int fd);
+  void close_expired();
   void wake();
+  // A connection that stopped reading with bytes already received: the loop
+  // parses them when it may read again (thread-safe).
+  void resume(int fd);
 
   TcpServerOptions options_;
   rpc::CallHandler handler_;
+  rpc::Admission admission_;
   Fd epoll_;
   Fd wake_fd_;
   std::vector<Listener> listeners_;
   std::map<int, std::shared_ptr<TcpConnection>> connections_;  // loop thread only
+  std::map<std::uint64_t, int> by_ticket_;                     // loop thread only: admission ticket -> fd
   std::atomic<std::size_t> connection_count_{0};
   std::atomic<bool> intake_stopped_{false};
   std::atomic<bool> stopping_{false};
   bool intake_applied_ = false;  // loop thread only
+  std::mutex resume_mu_;         // guards resume_
+  std::vector<int> resume_;
 };
 
 }  // namespace nfsrdma::tcp
