@@ -11,75 +11,11 @@
 
 #include "lib/rpcrdma/header.hpp"
 #include "lib/rpcrdma/private_data.hpp"
+#include "tests/raw_rdma.hpp"
 #include "tests/rdma_fixture.hpp"
 
 namespace nfsrdma::test {
 namespace {
-
-// A peer speaking hand-made bytes straight over lib/fabric. It exposes one
-// region the server may RDMA Read and Write, and polls only when asked to, so
-// a test controls whether the server's RDMA to it makes progress.
-class RawRdma {
- public:
-  static constexpr std::size_t kRecvBytes = 8192, kSends = 32, kSendBytes = 4096, kExposedBytes = 1 << 20;
-
-  explicit RawRdma(std::uint16_t port) : buf_(kRecvBytes + kSends * kSendBytes + kExposedBytes) {
-    auto info = fabric::get_info(test_provider(), test_server_host(), std::to_string(port), false);
-    if (!info) throw std::runtime_error(info.error().describe());
-    info_ = std::move(*info);
-    domain_ = fabric::Domain::open(info_.get()).value();
-    mr_ = domain_->register_memory(buf_.data(), buf_.size(), true).value();
-    std::vector<std::uint8_t> theirs;
-    auto priv = rpcrdma::encode_private({});
-    auto ep = fabric::Endpoint::connect(*domain_, info_.get(), priv, theirs, 5000, 2 * kSends,
-                                        [&](fabric::Endpoint& e) { return post_recv(e); });
-    if (!ep) throw std::runtime_error(ep.error().describe());
-    ep_ = std::move(*ep);
-  }
-  // Sends `msg` without waiting for anything; up to kSends may be in flight.
-  void send(const std::vector<std::uint8_t>& msg) {
-    if (msg.size() > kSendBytes) throw std::runtime_error("message too long for a send buffer");
-    std::size_t i = sent_++ % kSends;
-    std::uint8_t* at = buf_.data() + kRecvBytes + i * kSendBytes;
-    std::memcpy(at, msg.data(), msg.size());
-    if (!ep_->post_send(&send_ctx_[i], at, msg.size(), mr_.desc())) throw std::runtime_error("send");
-  }
-  // Sends `msg` and returns the decoded reply header; `body` gets the RPC
-  // message after it.
-  rpcrdma::Header exchange(const std::vector<std::uint8_t>& msg, std::vector<std::uint8_t>* body = nullptr) {
-    send(msg);
-    for (int i = 0; i < 50; ++i) {
-      fabric::Completion c[4];
-      auto n = ep_->poll(c, 100);
-      if (!n) throw std::runtime_error(n.error().describe());
-      for (std::size_t k = 0; k < *n; ++k) {
-        if (c[k].context != &recv_ctx_) continue;
-        auto d = rpcrdma::decode_header(std::span(buf_.data(), c[k].len));
-        if (body) body->assign(buf_.begin() + static_cast<long>(d.header_bytes), buf_.begin() + static_cast<long>(c[k].len));
-        std::memset(buf_.data(), 0, kRecvBytes);
-        if (!post_recv(*ep_)) throw std::runtime_error("recv");
-        return d.header;
-      }
-    }
-    throw std::runtime_error("no reply");
-  }
-  // The memory the server may reach, and segments naming parts of it.
-  std::span<std::uint8_t> exposed() { return {buf_.data() + kRecvBytes + kSends * kSendBytes, kExposedBytes}; }
-  rpcrdma::Segment segment(std::size_t offset, std::uint32_t length) {
-    return {mr_.key(), length, mr_.remote_address(exposed().data() + offset)};
-  }
-
- private:
-  Result<void> post_recv(fabric::Endpoint& e) { return e.post_recv(&recv_ctx_, buf_.data(), kRecvBytes, mr_.desc()); }
-
-  std::vector<std::uint8_t> buf_;  // receive buffer, send buffers, exposed region
-  fabric::Info info_;
-  std::unique_ptr<fabric::Domain> domain_;
-  fabric::MemoryRegion mr_;
-  std::unique_ptr<fabric::Endpoint> ep_;
-  fabric::OpContext recv_ctx_{}, send_ctx_[kSends]{};
-  std::size_t sent_ = 0;
-};
 
 // A transport header from its words after xid, version, credits and procedure.
 std::vector<std::uint8_t> raw_header(std::uint32_t xid, std::uint32_t vers, std::uint32_t proc,
@@ -94,21 +30,6 @@ std::vector<std::uint8_t> raw_header(std::uint32_t xid, std::uint32_t vers, std:
   return out;
 }
 
-std::vector<std::uint8_t> message(const rpcrdma::Header& h, const std::vector<std::uint8_t>& rpc_call = {}) {
-  std::vector<std::uint8_t> out;
-  xdr::Encoder e(out);
-  rpcrdma::encode_header(e, h);
-  out.insert(out.end(), rpc_call.begin(), rpc_call.end());
-  return out;
-}
-
-rpcrdma::Header call_header(std::uint32_t xid) {
-  rpcrdma::Header h;
-  h.xid = xid;
-  h.credits = 32;
-  return h;
-}
-
 // A WRITE call up to the data's length word: the data comes as a Read chunk
 // at the returned message's end.
 std::vector<std::uint8_t> write_call_head(std::uint32_t xid, nfs_fh3 fh, std::uint32_t count) {
@@ -120,12 +41,6 @@ std::vector<std::uint8_t> write_call_head(std::uint32_t xid, nfs_fh3 fh, std::ui
   e.enumeration(stable_how::FILE_SYNC);
   e.u32(count);
   return make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::WRITE), args);
-}
-
-std::vector<std::uint8_t> read_call(std::uint32_t xid, const nfs_fh3& fh, std::uint32_t count) {
-  std::vector<std::uint8_t> args;
-  xdr::encode(args, READ3args{fh, 0, count});
-  return make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::READ), args);
 }
 
 // Clients that die in the middle of a WRITE (here: their Read chunk cannot be
@@ -381,14 +296,16 @@ class OverRdmaFewCredits : public OverRdma {
   std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--credits", "4"}; }
 };
 
-// A client that ignores its credits: 16 READs of 1 MiB at once, all into the
+// A client that ignores its credits: 32 READs of 1 MiB at once, all into the
 // same memory, and it never polls, so the server's RDMA Writes to it stall and
 // its calls stay in progress. The server closes that connection once a call
-// arrives beyond the 4 it granted, and serves the well-behaved client.
+// arrives beyond the 4 it granted and the 16 it tolerates on top (a credit
+// reused before the server saw the Send of its reply complete), and serves
+// the well-behaved client.
 TEST_F(OverRdmaFewCredits, MoreCallsThanCreditsClosesThatConnection) {
   nfs_fh3 fh = file_with("flood", std::string(1 << 20, 'f'));
   RawRdma raw(server_->rdma_port());
-  for (std::uint32_t i = 0; i < 16; ++i) {
+  for (std::uint32_t i = 0; i < 32; ++i) {
     rpcrdma::Header h = call_header(0xf00 + i);
     rpcrdma::WriteChunk into;
     into.segments.push_back(raw.segment(0, 1 << 20));
@@ -400,11 +317,56 @@ TEST_F(OverRdmaFewCredits, MoreCallsThanCreditsClosesThatConnection) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     closed = server_->log().find("more calls in flight than the 4 credits granted") != std::string::npos;
   }
-  EXPECT_TRUE(closed) << "16 calls against 4 credits were not refused";
+  EXPECT_TRUE(closed) << "32 calls against 4 credits were not refused";
   EXPECT_EQ(call<GETATTR3res>(Proc::GETATTR, FhArgs{root_}).status, NFS3_OK);
   auto rd = call<READ3res>(Proc::READ, READ3args{fh, 0, 4096}, {4096 + 256, 4096});
   ASSERT_EQ(rd.status, NFS3_OK);
   EXPECT_EQ(rd.count, 4096u);
+}
+
+// RDMA Reads and Writes a client never serves are left to run for 30 s here.
+class OverRdmaPatient : public OverRdma {
+ protected:
+  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "30"}; }
+};
+
+// Three clients that never take their replies: each sends 32 READs of 1 MiB
+// with Write chunks, posts one receive and never polls, so the server's RDMA
+// Writes to them stall. What they hold is their requests, fixed per
+// connection, and at most 16 payload buffers each from the server's fixed
+// pool of 64: memory does not grow with what they send, and the well-behaved
+// client is served meanwhile from the buffers left.
+TEST_F(OverRdmaPatient, ClientsThatNeverTakeTheirRepliesHoldABoundedAmount) {
+  const std::string data(1 << 20, 'n');
+  nfs_fh3 fh = file_with("never", data);
+  auto read_mib = [&] {
+    auto r = call<READ3res>(Proc::READ, READ3args{fh, 0, 1 << 20}, {(1 << 20) + 256, 1 << 20});
+    return r.status == NFS3_OK && r.count == (1u << 20);
+  };
+  ASSERT_TRUE(read_mib());
+  const long before = rss_kib(server_->pid());
+  std::vector<std::unique_ptr<RawRdma>> hogs;
+  std::uint32_t xid = 0xa000;
+  for (int h = 0; h < 3; ++h) {
+    hogs.push_back(std::make_unique<RawRdma>(server_->rdma_port()));
+    for (int i = 0; i < 32; ++i, ++xid) {
+      rpcrdma::Header hdr = call_header(xid);
+      rpcrdma::WriteChunk into;
+      into.segments.push_back(hogs.back()->segment(0, 1 << 20));
+      hdr.write_list.push_back(into);
+      hogs.back()->send(message(hdr, read_call(xid, fh, 1 << 20)));
+    }
+  }
+  long peak = before;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_TRUE(read_mib()) << "the well-behaved client was not served";
+    peak = std::max(peak, rss_kib(server_->pid()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("3 RDMA clients never taking 96 replies of 1 MiB: server RSS %ld KiB before, peak %ld KiB (+%ld KiB)\n",
+              before, peak, peak - before);
+  // The payload pool (64 x 1.06 MiB) may be touched in full, plus a little per connection.
+  EXPECT_LT(peak - before, 96L * 1024);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=$(realpath "${1:-build}")
 export STRESS=1 NFSRDMA_SERVER=$BUILD/server/nfsrdma-server NFSRDMA_FUSE=$BUILD/client/fuse/nfsrdma-fuse
-export FIO_ENGINE=$BUILD/fio-engine/nfsrdma.so
+export FIO_ENGINE=$BUILD/fio-engine/nfsrdma.so ABUSER=$BUILD/tests/abuser
 pass=0 failed=0 skipped=0
 for t in tests/stress/*_test.sh; do
   name=$(basename "$t" _test.sh)
