@@ -63,8 +63,10 @@ Admission::Decision Admission::admit(const Peer& peer) {
   const auto addr = address_of(peer);
   std::lock_guard lk(mu_);
   Decision d;
+  // An address the provider did not give (all zeros) is nobody's in particular.
+  const bool known = addr != std::array<std::uint8_t, 16>{};
   auto mine = per_address_.find(addr);
-  if (mine != per_address_.end() && mine->second >= limits_.max_per_address) {
+  if (known && mine != per_address_.end() && mine->second >= limits_.max_per_address) {
     refused_address_.inc();
     note("refusing", peer,
          "at the limit of " + std::to_string(limits_.max_per_address) + " connections from one address");

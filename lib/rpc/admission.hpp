@@ -1,7 +1,8 @@
 // Which connections a server transport keeps: the one policy both transports
 // (tcp, rdma) apply, so no client can hold the server's connections.
 //
-//   - At most `max_per_address` connections from one address: past it, refused.
+//   - At most `max_per_address` connections from one address: past it, refused
+//     (a connection whose address the transport could not tell is not counted).
 //   - At most `max_connections` in all: past it, the longest-idle connection
 //     is evicted to make room (as Linux's svc closes its oldest), so idle or
 //     abandoned connections cannot lock newcomers out.

@@ -65,9 +65,10 @@ setup() {
 }
 
 start_ours() {  # every address, so verbs must open the domain of the device a client comes in on
-  # (restart_mid_write finds it by this command line)
-  "$SERVER" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT --no-register \
-    --state-dir /tmp/state --export "/srv/ours *(rw,no_root_squash)" >>"$RESULTS/server.log" 2>&1 &
+  # (restart_mid_write finds it by this command line). In a subshell, so no
+  # shell owns it as a job and says "Killed" on the TAP stream when it is.
+  ("$SERVER" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT --no-register \
+    --state-dir /tmp/state --export "/srv/ours *(rw,no_root_squash)" >>"$RESULTS/server.log" 2>&1 &)
   local i
   for i in $(seq 100); do
     grep -q "listening: NFSv3 on tcp" "$RESULTS/server.log" 2>/dev/null && (exec 3<>"/dev/tcp/$SERVER_IP/$PORT") 2>/dev/null &&
@@ -195,8 +196,7 @@ restart_mid_write() {  # a hard kernel mount over RDMA; the server SIGKILLed and
 }
 
 nconnect4() {
-  local before after i t0=$SECONDS
-  before=$(grep -c "rdma: connection from" "$RESULTS/server.log")
+  local n i t0=$SECONDS
   kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT,nconnect=4" /srv/ours || return 1
   local pids=()
   for i in 1 2 3 4 5 6 7 8; do
@@ -204,16 +204,17 @@ nconnect4() {
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || die "a writer failed or hung"; done
-  after=$(grep -c "rdma: connection from" "$RESULTS/server.log")
-  echo "figure: $((after - before)) RDMA connections for one nconnect=4 mount; 8 x 8 MiB in $((SECONDS - t0)) s"
+  n=$(grep -c "xprt:.rdma" /proc/self/mountstats)
+  echo "figure: $n RDMA connections for one nconnect=4 mount; 8 x 8 MiB in $((SECONDS - t0)) s"
   echo "figure: the kernel's transports: $(awk '/xprt:\trdma/ {print "connects=" $5 " sends=" $8 " recvs=" $9}' /proc/self/mountstats | tr '\n' ' ')"
   umount /mnt/a && kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT" /srv/ours || return 1
   for i in 1 2 3 4 5 6 7 8; do
-    cmp <(dd if=/tmp/big bs=1M count=8 skip=$((i * 4)) status=none) /mnt/a/n$i || die "n$i differs"
+    dd if=/tmp/big of=/tmp/want bs=1M count=8 skip=$((i * 4)) status=none
+    cmp /tmp/want /mnt/a/n$i || die "n$i differs"
   done
   rm -f /mnt/a/n*
   umount /mnt/a
-  [ $((after - before)) -ge 4 ] || die "the kernel opened $((after - before)) connections, not 4"
+  [ "$n" -ge 4 ] || die "the kernel opened $n connections, not 4"
 }
 
 # RoCEv2 crossing v0, decoded by tshark's InfiniBand -> RPC-over-RDMA -> NFS
