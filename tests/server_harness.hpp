@@ -29,6 +29,21 @@ class TempDir {
 
 std::uint16_t free_port();
 
+// Built with AddressSanitizer (make build-san): resident memory then counts
+// its quarantine of freed blocks and its shadow, and CPU its checks, so the
+// tests that bound them only report their figures there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // A process's resident memory (KiB) and CPU time used so far (user + system, seconds).
 long rss_kib(pid_t pid);
 double cpu_seconds(pid_t pid);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 
 namespace nfsrdma {
 namespace {
@@ -31,6 +32,15 @@ TEST(EscapeLogText, InvalidUtf8ShowsItsBytes) {
 TEST(EscapeLogText, UnicodeLineBreaksAndC1ControlsBecomeEscapes) {
   EXPECT_EQ(escape_log_text("a\xc2\x85z"), "a\\u{0085}z");
   EXPECT_EQ(escape_log_text("a\xe2\x80\xa8z\xe2\x80\xa9"), "a\\u{2028}z\\u{2029}");
+}
+
+TEST(LogLimiter, OneLinePerIntervalTheRestCountedIntoTheNext) {
+  LogLimiter limit(std::chrono::seconds(1));
+  ASSERT_EQ(limit.allow(), std::optional<std::uint64_t>(0));
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(limit.allow());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(limit.allow(), std::optional<std::uint64_t>(1000));
+  EXPECT_FALSE(limit.allow());
 }
 
 // The logger itself: a message with a peer's newline stays one line on stderr.
