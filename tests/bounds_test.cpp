@@ -135,7 +135,9 @@ TEST_F(Bounds, AClientThatNeverReadsItsRepliesHoldsABoundedAmount) {
   flood.join();
   std::printf("never-reading client: %d READs of 1 MiB sent; server RSS %ld KiB before, peak %ld KiB (+%ld KiB)\n",
               sent.load(), before, peak, peak - before);
-  if (!kSanitized) EXPECT_LT(peak - before, 40L * 1024) << "the server buffered replies nobody reads";
+  if (!kSanitized) {
+    EXPECT_LT(peak - before, 40L * 1024) << "the server buffered replies nobody reads";
+  }
   hog.reset();
   still_served();
 }
@@ -215,7 +217,9 @@ TEST_F(Bounds, AFragmentedRecordCostsASmallMultipleOfAWholeOne) {
   const double fragmented = cpu_seconds(server_->pid()) - t0;
   std::printf("server CPU: 1 MiB WRITE in 1-byte fragments %.3f s; 5 single-fragment 1 MiB WRITEs %.3f s\n",
               fragmented, whole);
-  if (!kSanitized) EXPECT_LT(fragmented, 20 * whole + 0.2);
+  if (!kSanitized) {
+    EXPECT_LT(fragmented, 20 * whole + 0.2);
+  }
   still_served();
 }
 

@@ -366,7 +366,9 @@ TEST_F(OverRdmaPatient, ClientsThatNeverTakeTheirRepliesHoldABoundedAmount) {
   std::printf("3 RDMA clients never taking 96 replies of 1 MiB: server RSS %ld KiB before, peak %ld KiB (+%ld KiB)\n",
               before, peak, peak - before);
   // The payload pool (64 x 1.06 MiB) may be touched in full, plus a little per connection.
-  if (!kSanitized) EXPECT_LT(peak - before, 96L * 1024);
+  if (!kSanitized) {
+    EXPECT_LT(peak - before, 96L * 1024);
+  }
 }
 
 }  // namespace
