@@ -37,6 +37,10 @@ tcp::Fd connect_raw(const Target& t, int rcvbuf = 0) {
   if (rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   timeval tv{1, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  // Closed with a reset, not into TIME_WAIT: thousands of those would hold
+  // the machine's ports for a minute after the test.
+  linger hard{1, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
