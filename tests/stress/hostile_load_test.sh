@@ -11,7 +11,7 @@
 command -v fio >/dev/null || skip "fio is not installed"
 [ -n "${FIO_ENGINE:-}" ] && [ -f "$FIO_ENGINE" ] || skip "the fio engine is not built"
 ABUSER=$(realpath -m "${ABUSER:?set ABUSER to the abuser binary}")
-LOADED=$(long 20 300)
+LOADED=${LOADED:-$(long 20 300)}
 UNLOADED=$(long 10 60)
 RSS_BOUND_KIB=$((320 * 1024))
 EXPORT=$WORK/export
@@ -71,6 +71,7 @@ for i in "${!pids[@]}"; do
 done
 kill -0 "$SERVER_PID" || fail "the server died"
 peak=$(sort -n "$WORK/rss" | tail -1)
+echo "server RSS every 10 s under load (MiB): $(awk 'NR % 10 == 1 {printf "%d ", $1 / 1024}' "$WORK/rss")"
 lines=$(( $(info_lines) - lines_before ))
 ratio=$(python3 -c "print(round($loaded / $base, 2))")
 echo "good jobs: ${base} MiB/s unloaded (${UNLOADED} s), ${loaded} MiB/s beside 32 hostile clients (${LOADED} s): ratio ${ratio}"
