@@ -136,17 +136,6 @@ Result<ClientSpec> parse_client(const std::string& who) {
 
 }  // namespace
 
-std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr) {
-  std::array<std::uint8_t, 16> b{};
-  if (addr.ss_family == AF_INET) {
-    b[10] = b[11] = 0xff;
-    std::memcpy(b.data() + 12, &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr, 4);
-  } else if (addr.ss_family == AF_INET6) {
-    std::memcpy(b.data(), &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, 16);
-  }
-  return b;
-}
-
 std::uint16_t port_of(const sockaddr_storage& addr) {
   if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
   if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "lib/base/result.hpp"
+#include "lib/rpc/transport.hpp"
 
 namespace nfsrdma::server {
 
@@ -64,8 +65,7 @@ Result<ExportEntry> parse_export_line(const std::string& line);
 // Parses an exports file: blank lines and '#' comments ignored, '\' continues a line.
 Result<std::vector<ExportEntry>> parse_exports_file(const std::string& file);
 
-// IPv4 addresses become IPv4-mapped IPv6 so one comparison serves both.
-std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
+using rpc::to_v6;  // addresses as 16 bytes, IPv4 mapped
 std::uint16_t port_of(const sockaddr_storage& addr);
 
 }  // namespace nfsrdma::server

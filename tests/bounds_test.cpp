@@ -3,8 +3,6 @@
 // address, a record cut into one-byte fragments, text meant to forge log
 // lines. Each is bounded, and a well-behaved client is served throughout.
 // (RPC-over-RDMA's side is in rdma_hostile_test.cpp.)
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,7 +13,6 @@
 #include <thread>
 
 #include "lib/nfs3/mount3.hpp"
-#include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
 #include "tests/server_harness.hpp"
 
@@ -38,28 +35,11 @@ class Bounds : public ::testing::Test {
   }
   void still_served() { EXPECT_EQ(good_->getattr(root_).type, NF3DIR); }
 
-  // A plain connection to the NFS port, from `source`, with a receive buffer
-  // of `rcvbuf` bytes when not 0 (set before connecting, so the window is small).
+  // A plain connection to the NFS port.
   tcp::Fd raw(const char* source = "127.0.0.1", int rcvbuf = 0) {
-    tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, source, &a.sin_addr);
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    a.sin_port = htons(server_->nfs_port());
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    timeval tv{3, 0};
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    tcp::Fd fd = connect_raw("127.0.0.1", server_->nfs_port(), {.source = source, .rcvbuf = rcvbuf});
+    EXPECT_TRUE(fd.valid());
     return fd;
-  }
-  static std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
-    auto mark = tcp::record_mark(static_cast<std::uint32_t>(call.size()));
-    std::vector<std::uint8_t> b(mark.begin(), mark.end());
-    b.insert(b.end(), call.begin(), call.end());
-    return b;
   }
   static bool put(int fd, const std::vector<std::uint8_t>& b) {
     return ::send(fd, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());

@@ -1,5 +1,6 @@
 #include "tests/server_harness.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
 
 namespace nfsrdma::test {
@@ -74,6 +76,37 @@ double cpu_seconds(pid_t pid) {
     if (i >= 14) ticks += std::stod(field);
   }
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+tcp::Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o) {
+  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (o.rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &o.rcvbuf, sizeof o.rcvbuf);
+  timeval tv{o.timeout_s, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (o.reset_on_close) {
+    linger hard{1, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (inet_pton(AF_INET, o.source.c_str(), &a.sin_addr) != 1 ||
+      ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return {};
+  }
+  a.sin_port = htons(port);
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
+      ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return {};
+  }
+  return fd;
+}
+
+std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
+  auto mark = tcp::record_mark(static_cast<std::uint32_t>(call.size()));
+  std::vector<std::uint8_t> b(mark.begin(), mark.end());
+  b.insert(b.end(), call.begin(), call.end());
+  return b;
 }
 
 std::uint16_t free_port() {

@@ -87,6 +87,18 @@ struct Caller {
   std::vector<std::uint32_t> groups;
 };
 
+// A plain TCP connection for hand-made bytes, bound to `source` (no reserved
+// port); invalid if it could not connect.
+struct RawOptions {
+  std::string source = "127.0.0.1";
+  int rcvbuf = 0;          // bytes, set before connecting (a small window); 0: the default
+  int timeout_s = 3;       // for send and recv
+  bool reset_on_close = false;  // close with RST, leaving no TIME_WAIT behind
+};
+tcp::Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o = {});
+// One record-marked fragment holding `call`.
+std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call);
+
 // Sends an already encoded call and returns the whole reply message.
 Result<std::vector<std::uint8_t>> raw_call(rpc::ClientTransport& t, std::uint32_t xid,
                                            const std::vector<std::uint8_t>& message);

@@ -1,7 +1,5 @@
 #include "lib/rpc/admission.hpp"
 
-#include <cstring>
-
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 
@@ -9,17 +7,6 @@ namespace nfsrdma::rpc {
 namespace {
 
 constexpr auto kLogInterval = std::chrono::seconds(10);
-
-std::array<std::uint8_t, 16> address_of(const Peer& p) {
-  std::array<std::uint8_t, 16> b{};
-  if (p.addr.ss_family == AF_INET) {
-    b[10] = b[11] = 0xff;
-    std::memcpy(b.data() + 12, &reinterpret_cast<const sockaddr_in*>(&p.addr)->sin_addr, 4);
-  } else if (p.addr.ss_family == AF_INET6) {
-    std::memcpy(b.data(), &reinterpret_cast<const sockaddr_in6*>(&p.addr)->sin6_addr, 16);
-  }
-  return b;
-}
 
 metrics::Counter& counter(const char* name, const char* help, const std::string& transport, const char* reason = "") {
   metrics::Labels l = {{"transport", transport}};
@@ -60,7 +47,7 @@ void Admission::note(const char* what, const Peer& peer, const std::string& why)
 }
 
 Admission::Decision Admission::admit(const Peer& peer) {
-  const auto addr = address_of(peer);
+  const auto addr = to_v6(peer.addr);
   std::lock_guard lk(mu_);
   Decision d;
   // An address the provider did not give (all zeros) is nobody's in particular.

@@ -1,8 +1,21 @@
 #include "lib/rpc/transport.hpp"
 
+#include <cstring>
+
 #include <arpa/inet.h>
 
 namespace nfsrdma::rpc {
+
+std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr) {
+  std::array<std::uint8_t, 16> b{};
+  if (addr.ss_family == AF_INET) {
+    b[10] = b[11] = 0xff;
+    std::memcpy(b.data() + 12, &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr, 4);
+  } else if (addr.ss_family == AF_INET6) {
+    std::memcpy(b.data(), &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, 16);
+  }
+  return b;
+}
 
 std::string Peer::describe() const {
   char host[INET6_ADDRSTRLEN] = "?";

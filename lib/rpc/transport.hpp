@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,6 +73,10 @@ struct Peer {
   socklen_t len = 0;
   std::string describe() const;
 };
+
+// An address as 16 bytes: IPv4 becomes IPv4-mapped IPv6, so one comparison
+// serves both; anything else is all zeros.
+std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
 
 struct ReplyMessage {
   std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded

@@ -8,7 +8,6 @@
 //   log-forge     MOUNT paths with newlines and escape codes, 50 a second
 //   connect-flood connects and hangs up 100 times a second
 //   rdma-never-read  RPC-over-RDMA: 32 READs of 1 MiB with Write chunks, never polled
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -18,7 +17,6 @@
 
 #include "lib/nfs3/mount3.hpp"
 #include "lib/rpc/sync_call.hpp"
-#include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/tcp_client.hpp"
 #include "tests/raw_rdma.hpp"
 
@@ -32,24 +30,10 @@ struct Target {
   std::uint16_t port = 2049, mount_port = 20048, rdma_port = 20049;
 };
 
+// Closed with a reset, not into TIME_WAIT: thousands of those would hold the
+// machine's ports for a minute after the test.
 tcp::Fd connect_raw(const Target& t, int rcvbuf = 0) {
-  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-  timeval tv{1, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  // Closed with a reset, not into TIME_WAIT: thousands of those would hold
-  // the machine's ports for a minute after the test.
-  linger hard{1, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, t.source.c_str(), &a.sin_addr);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return {};
-  a.sin_port = htons(t.port);
-  inet_pton(AF_INET, t.host.c_str(), &a.sin_addr);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return {};
-  return fd;
+  return test::connect_raw(t.host, t.port, {.source = t.source, .rcvbuf = rcvbuf, .timeout_s = 1, .reset_on_close = true});
 }
 
 bool closed_by_peer(int fd) {
@@ -57,13 +41,6 @@ bool closed_by_peer(int fd) {
   if (::poll(&p, 1, 0) <= 0) return false;
   char b;
   return ::recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
-}
-
-std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
-  auto mark = tcp::record_mark(static_cast<std::uint32_t>(call.size()));
-  std::vector<std::uint8_t> b(mark.begin(), mark.end());
-  b.insert(b.end(), call.begin(), call.end());
-  return b;
 }
 
 // The file's handle, by MOUNT and LOOKUP.
@@ -108,7 +85,7 @@ void never_read(const Target& t, Clock::time_point end) {
   while (Clock::now() < end) {
     tcp::Fd fd = connect_raw(t, 4096);
     while (fd.valid() && Clock::now() < end) {
-      auto r = record(test::make_call(xid++, nfs3::kProgram, nfs3::kVersion, 6, args));
+      auto r = test::record(test::make_call(xid++, nfs3::kProgram, nfs3::kVersion, 6, args));
       if (::send(fd.get(), r.data(), r.size(), MSG_NOSIGNAL) < 0 && errno != EAGAIN) break;  // closed: again
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
