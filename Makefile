@@ -16,7 +16,7 @@ PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python
   rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev \
   qemu-system-x86 busybox-static kmod ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common
 
-.PHONY: deps build build-san test demo bench stress install fuzz clean
+.PHONY: deps build build-san test demo bench bench-kernel stress install fuzz clean
 # Where the loader finds `dlopen("nfsrdma")`, so `fio --ioengine=nfsrdma` works by bare name.
 FIO_ENGINE_DIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo .)
 
@@ -52,10 +52,16 @@ demo: build
 	python3 bench/compare/run.py --preset quick --build $(BUILD) --out $(BUILD)/demo
 
 # The full matrix with peers (nfs-ganesha, fio's libnfs engine, kernel NFS
-# where the host has it), three repeats per cell.
+# where the host has it), three repeats per cell, and the short kernel
+# comparison in the soft-RoCE guest where QEMU runs.
 bench: build
 	tools/fio-libnfs.sh >/dev/null
 	python3 bench/compare/run.py --preset full --build $(BUILD)
+
+# The kernel comparison: the Linux NFS client and nfsd against ours, over
+# soft-RoCE and TCP, every job three times, in one guest boot (about an hour).
+bench-kernel: build
+	python3 bench/compare/run.py --preset kernel --build $(BUILD)
 
 install: build
 	$(SUDO) meson install -C $(BUILD)

@@ -10,9 +10,11 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_section  # noqa: E402
+from style import COLORS, LABEL  # noqa: E402
+
 CHART_JS = ["/usr/share/javascript/chart.js/chart.min.js", "/usr/share/nodejs/chart.js/dist/chart.min.js"]
-LABEL = {"read": "seq read", "write": "seq write", "randread": "rand read", "randwrite": "rand write"}
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 
 
 def series_name(c):
@@ -34,6 +36,13 @@ def fmt(v, digits=0):
 
 
 def table(r):
+    lines = host_table(r) if r["cells"] or r["peers"] else []
+    if "kernel" in r:
+        lines += kernel_section.table(r["kernel"])
+    return "\n".join(lines)
+
+
+def host_table(r):
     head = (f"{'transport':<9} {'path':<7} {'workload':<11} {'bs':>3} {'QD':>3} {'MiB/s':>8} {'IOPS':>9} "
             f"{'p99 us':>8} {'cli s/GiB':>9} {'srv s/GiB':>9} {'vs limit':>16} {'vs local':>8}")
     lines = [f"nfsrdma bench, preset {r['preset']}, {r['host']['provider']} provider, {r['host']['network']}, "
@@ -54,7 +63,7 @@ def table(r):
             f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")))
     for u in r.get("unavailable", []):
         lines.append(f"not measured: {u['name']}: {u['why']}")
-    return "\n".join(lines)
+    return lines
 
 
 def datasets(cells, value):
@@ -157,14 +166,11 @@ window.addEventListener("error", e => {{ window.reportErrors.push(String(e.messa
 <script>{chartjs}</script>
 </head><body data-errors="0">
 <h1>nfsrdma bench — preset {preset}</h1>
-<p>{started} to {finished}. Each cell ran {seconds:g} s, {repeats} time(s); figures are medians, with the spread.
-Ratios divide by limits measured in the same run: the transport limit (raw libfabric RMA on the same provider, or
-the NULL-call rate for 4 KiB blocks) and the storage limit (the same fio job on the export directory itself).</p>
+<p>{started} to {finished}. Each cell ran {seconds:g} s, {repeats} time(s); figures are medians, with the spread.</p>
 <h2>Host</h2><dl>{host}</dl>
-<h2>Baselines</h2><dl>{baselines}</dl>
+{host_sections}
 {unavailable}
-<h2>Charts</h2><div class="grid">{canvases}</div>
-<h2>Every cell</h2>{table}
+{kernel}
 <script>
 const charts = {charts};
 let drawn = 0;
@@ -197,8 +203,19 @@ def chart_js():
     raise SystemExit("dashboards/report.py: Chart.js not found (install Debian's libjs-chart.js)")
 
 
+HOST_SECTIONS = """<p>Ratios divide by limits measured in the same run: the transport limit (raw libfabric RMA on
+the same provider, or the NULL-call rate for 4 KiB blocks) and the storage limit (the same fio job on the export
+directory itself).</p>
+<h2>Baselines</h2><dl>{baselines}</dl>
+<h2>Charts</h2><div class="grid">{canvases}</div>
+<h2>Every cell</h2>{table}"""
+
+
 def write(r, path):
-    cs = charts(r)
+    host = charts(r) if r["cells"] else []
+    k = r.get("kernel")
+    kcharts = kernel_section.charts(k) if k and "error" not in k else []
+    cs = host + kcharts
     dl = lambda d: "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(str(v))}</dd>" for k, v in d.items())
     base = dict(r.get("baselines", {}).get("raw_rma_MiBps", {}))
     base = {f"raw RMA {k} (MiB/s)": f"{v:,.0f}" for k, v in base.items()}
@@ -207,11 +224,14 @@ def write(r, path):
     if r.get("unavailable"):
         unavailable = "<h2>Not measured on this host</h2><ul>" + "".join(
             f"<li>{html.escape(u['name'])}: {html.escape(u['why'])}</li>" for u in r["unavailable"]) + "</ul>"
+    host_sections = HOST_SECTIONS.format(
+        baselines=dl(base), table=html_table(r),
+        canvases="".join(f'<div class="chart"><canvas id="chart{i}"></canvas></div>' for i in range(len(host))))
     page = PAGE.format(title=html.escape(r["host"]["hostname"]), chartjs=chart_js(), preset=html.escape(r["preset"]),
                        started=r["started"], finished=r.get("finished", "?"), seconds=r["seconds"], repeats=r["repeats"],
-                       host=dl(r["host"]), baselines=dl(base), unavailable=unavailable,
-                       canvases="".join(f'<div class="chart"><canvas id="chart{i}"></canvas></div>' for i in range(len(cs))),
-                       table=html_table(r), charts=json.dumps(cs).replace("</", "<\\/"))
+                       host=dl(r["host"]), host_sections=host_sections if r["cells"] else "", unavailable=unavailable,
+                       kernel=kernel_section.section(k, len(host), len(kcharts)) if k else "",
+                       charts=json.dumps(cs).replace("</", "<\\/"))
     with open(path, "w") as f:
         f.write(page)
     return os.path.abspath(path)

@@ -6,6 +6,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import tempfile
@@ -161,3 +162,16 @@ def fio_summary(path, rw):
     us = lambda key: pct.get(key, 0) / 1000.0
     return {"bw_MiBps": side["bw_bytes"] / 2**20, "iops": side["iops"], "io_bytes": side["io_bytes"],
             "lat_us": {"p50": us("50.000000"), "p99": us("99.000000"), "p99.9": us("99.900000")}}
+
+
+def summarise(runs, medians=()):
+    """The repeats of one cell as one: bandwidth and IOPS as median, min and
+    max; the latency percentiles of the median run; the median of each key in
+    `medians`."""
+    runs = sorted(runs, key=lambda r: r["iops"])
+    spread = lambda k: {"median": statistics.median(r[k] for r in runs), "min": min(r[k] for r in runs),
+                        "max": max(r[k] for r in runs)}
+    out = {"bw_MiBps": spread("bw_MiBps"), "iops": spread("iops"), "lat_us": runs[len(runs) // 2]["lat_us"],
+           "repeats": len(runs)}
+    out.update({k: statistics.median(r[k] for r in runs) for k in medians})
+    return out

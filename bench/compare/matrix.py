@@ -18,6 +18,24 @@ PRESETS = {
               ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500},
 }
 
+# The kernel comparison, run inside the soft-RoCE guest (guest.py): every job
+# through the kernel's client, nfsrdma-fuse and the fio engine, over RDMA and
+# TCP, against the kernel's nfsd and nfsrdma-server.
+KERNEL_JOBS = [(rw, bs, d) for rw in ("read", "write") for bs in ("1M", "64k") for d in (1, 16)] + [
+    (rw, "4k", d) for rw in ("randread", "randwrite") for d in (1, 32)]
+GUEST_PRESETS = {
+    # make bench-kernel: the whole set, three repeats each.
+    "kernel": {"jobs": KERNEL_JOBS, "seconds": 3, "repeats": 3, "size_MiB": 256, "files": 10000},
+    # inside make bench, where QEMU runs: the deep-queue jobs once.
+    "kernel-quick": {"jobs": [("read", "1M", 16), ("write", "1M", 16), ("randread", "4k", 32),
+                              ("randwrite", "4k", 32)], "seconds": 2, "repeats": 1, "size_MiB": 128, "files": 1000},
+    # the test of the guest mode itself.
+    "kernel-smoke": {"jobs": [("read", "1M", 16), ("randwrite", "4k", 32)], "seconds": 1, "repeats": 1,
+                     "size_MiB": 32, "files": 100},
+}
+for _p in GUEST_PRESETS.values():
+    _p["size"] = f"{_p['size_MiB']}M"
+
 SIZE_BYTES = {"4k": 4096, "64k": 65536, "1M": 1 << 20}
 
 

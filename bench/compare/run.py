@@ -2,22 +2,26 @@
 """nfsrdma comparison harness: RPC-RDMA vs TCP, the fio engine vs the FUSE
 mount, against the transport limit (raw libfabric RMA, NULL calls) and the
 storage limit (the export read and written locally), with peers where the
-host has them. Writes results.json and report.html and prints a table.
+host has them. The kernel presets run inside the soft-RoCE guest instead: the
+kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
+full preset adds a short one where QEMU runs. Writes results.json and
+report.html and prints a table.
 
-  bench/compare/run.py [--preset quick|full|smoke] [--build build] [--out DIR]
+  bench/compare/run.py [--preset quick|full|smoke|kernel|kernel-quick|kernel-smoke]
+                       [--build build] [--out DIR]
 """
 import argparse
 import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import kernel  # noqa: E402
 import matrix  # noqa: E402
 import metadata  # noqa: E402
 import peers  # noqa: E402
@@ -56,14 +60,7 @@ def measure(h, args, out, repeats, rw, watch, server_pid=None, p_seconds=5):
         s["cpu_client_s_per_GiB"] = (own + sum(v for pid, v in others.items() if pid != server_pid)) / gib
         s["cpu_server_s_per_GiB"] = others.get(server_pid, 0) / gib
         runs.append(s)
-    runs.sort(key=lambda r: r["iops"])
-    mid = runs[len(runs) // 2]
-    spread = lambda k: {"median": statistics.median(r[k] for r in runs), "min": min(r[k] for r in runs),
-                        "max": max(r[k] for r in runs)}
-    return {"bw_MiBps": spread("bw_MiBps"), "iops": spread("iops"), "lat_us": mid["lat_us"],
-            "cpu_client_s_per_GiB": statistics.median(r["cpu_client_s_per_GiB"] for r in runs),
-            "cpu_server_s_per_GiB": statistics.median(r["cpu_server_s_per_GiB"] for r in runs),
-            "repeats": len(runs)}
+    return harness.summarise(runs, ("cpu_client_s_per_GiB", "cpu_server_s_per_GiB"))
 
 
 def baselines(h, transports, seconds):
@@ -87,38 +84,8 @@ def baselines(h, transports, seconds):
     return raw, null
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(matrix.PRESETS), default="quick")
-    ap.add_argument("--build", default="build", help="meson build directory (default: build)")
-    ap.add_argument("--out", help="directory for results.json and report.html (default: BUILD/bench/<time>)")
-    ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
-    ap.add_argument("--repeats", type=int, help="override the preset's repeats")
-    ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
-    ap.add_argument("--fio-client", action="append", default=[], metavar="HOST",
-                    help="run the fio engine jobs on HOST through fio's client/server mode (`fio --server` "
-                         "running there); repeatable. The FUSE path and peers stay on this host")
-    ap.add_argument("--server-address", default="127.0.0.1",
-                    help="address the server listens on, reachable from every --fio-client (default: 127.0.0.1)")
-    ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=None,
-                    help="measure nfs-ganesha, fio's libnfs engine and kernel NFS where present "
-                         "(default: only in the full preset)")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
-    p = dict(matrix.PRESETS[a.preset])
-    if a.repeats:
-        p["repeats"] = a.repeats
-    if a.seconds:
-        p["seconds"] = a.seconds
-    if a.peers is not None:
-        p["peers"] = a.peers
-    engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")
-    if not os.path.exists(engine):
-        sys.exit(f"bench/compare: {engine} is not built (make build)")
-    out = os.path.abspath(a.out or os.path.join(a.build, "bench", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
-    os.makedirs(out, exist_ok=True)
-
+def host_run(a, p, out, engine):
+    """The host's matrix: every cell of preset p, baselines, metadata, peers."""
     h = harness.Host(a.build, a.provider, addr=a.server_address)
     try:
         h.start_server()
@@ -186,7 +153,8 @@ def main():
         # Metadata through each mount: creates, stats and unlinks of `files` files.
         result["metadata"] = {}
         for t, (mnt, fuse) in mounts.items():
-            m = metadata.measure(mnt, p.get("files", 10000), fuse.pid, h.server.pid)
+            m = metadata.measure(mnt, p.get("files", 10000), {
+                "client": lambda: harness.cpu_seconds(fuse.pid), "server": lambda: harness.cpu_seconds(h.server.pid)})
             result["metadata"][t] = m
             print(f"metadata over {t}: {m['files']} files: " + ", ".join(
                 f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")), file=sys.stderr)
@@ -195,6 +163,61 @@ def main():
         result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     finally:
         h.stop()
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(matrix.PRESETS) + sorted(matrix.GUEST_PRESETS), default="quick")
+    ap.add_argument("--build", default="build", help="meson build directory (default: build)")
+    ap.add_argument("--out", help="directory for results.json and report.html (default: BUILD/bench/<time>)")
+    ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
+    ap.add_argument("--repeats", type=int, help="override the preset's repeats")
+    ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
+    ap.add_argument("--fio-client", action="append", default=[], metavar="HOST",
+                    help="run the fio engine jobs on HOST through fio's client/server mode (`fio --server` "
+                         "running there); repeatable. The FUSE path and peers stay on this host")
+    ap.add_argument("--server-address", default="127.0.0.1",
+                    help="address the server listens on, reachable from every --fio-client (default: 127.0.0.1)")
+    ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=None,
+                    help="measure nfs-ganesha, fio's libnfs engine and kernel NFS where present "
+                         "(default: only in the full preset)")
+    ap.add_argument("--kernel", action=argparse.BooleanOptionalAction, default=None,
+                    help="add the short kernel comparison in the soft-RoCE guest (default: in the full preset, "
+                         "where QEMU runs)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
+    engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")
+    if not os.path.exists(engine):
+        sys.exit(f"bench/compare: {engine} is not built (make build)")
+    out = os.path.abspath(a.out or os.path.join(a.build, "bench", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    os.makedirs(out, exist_ok=True)
+    if a.preset in matrix.GUEST_PRESETS:
+        ok, why = kernel.available()
+        if not ok:
+            sys.exit(f"bench/compare: the kernel comparison {why}")
+        result = {"preset": a.preset, "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "host": {"hostname": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count()},
+                  "cells": [], "peers": [], "unavailable": []}
+        result["kernel"] = kernel.run(a.build, a.preset, out, a.seconds, a.repeats)
+        result["seconds"], result["repeats"] = result["kernel"].get("seconds", 0), result["kernel"].get("repeats", 0)
+        result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    else:
+        p = dict(matrix.PRESETS[a.preset])
+        if a.repeats:
+            p["repeats"] = a.repeats
+        if a.seconds:
+            p["seconds"] = a.seconds
+        if a.peers is not None:
+            p["peers"] = a.peers
+        result = host_run(a, p, out, engine)
+        if a.kernel if a.kernel is not None else p["peers"]:
+            ok, why = kernel.available()
+            if ok:
+                result["kernel"] = kernel.run(a.build, "kernel-quick", out)
+            else:
+                result["unavailable"].append({"name": "kernel comparison (soft-RoCE guest)", "why": why})
     json_path = os.path.join(out, "results.json")
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
@@ -203,6 +226,8 @@ def main():
     html = report.write(result, os.path.join(out, "report.html"))
     print(report.table(result))
     print(f"\nresults: {json_path}\nreport:  {html}")
+    if "error" in result.get("kernel", {}) and a.preset in matrix.GUEST_PRESETS:
+        sys.exit(f"bench/compare: {result['kernel']['error']}")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 : "${BUILD:?}" "${RESULTS:?}" "${GUEST:?}"
 SERVER=$BUILD/server/nfsrdma-server FUSE=$BUILD/client/fuse/nfsrdma-fuse ENGINE=$BUILD/fio-engine/nfsrdma.so
-NFSD=$GUEST/nfsd/usr/sbin
-# Ours: NFS over TCP, MOUNT, NFS over RPC-RDMA. The kernel's: 2049, 20048, 20049.
-PORT=2050 MPORT=20058 RPORT=20059
 KOPT=vers=3,nolock,hard
 OURS_KOPT=$KOPT,mountport=$MPORT,mountproto=tcp
 
@@ -36,21 +33,13 @@ die() { echo "$*"; return 1; }
 
 setup() {
   rdma_net_up || return 1
-  mkdir -p /srv/kernel /srv/ours /mnt/a /mnt/b /var/lib/nfs/v4recovery /tmp/state
+  mkdir -p /srv/kernel /srv/ours /mnt/a /mnt/b /tmp/state
   mount -t tmpfs -o size=768m tmpfs /srv/kernel
   mount -t tmpfs -o size=768m tmpfs /srv/ours
   # The gtest suites' exports: a filesystem that gives file handles (the
   # guest's / is an overlay, which does not).
   mkdir -p /srv/scratch && mount -t tmpfs -o size=512m tmpfs /srv/scratch
-  # The kernel's nfsd, NFSv3 only, on TCP and on RDMA (its userland unpacked
-  # for the guest only, by prepare.sh).
-  mount -t nfsd nfsd /proc/fs/nfsd
-  rpcbind -w
-  echo "/srv/kernel *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
-  "$NFSD/exportfs" -ra 2>/dev/null
-  "$NFSD/rpc.mountd" -p 20048
-  "$NFSD/rpc.nfsd" -N 4 -N 4.1 -N 4.2 8
-  echo "rdma 20049" >/proc/fs/nfsd/portlist
+  kernel_nfsd_up /srv/kernel || return 1
   start_ours
   # What every cell copies: sizes around page, chunk and inline boundaries.
   mkdir -p /tmp/src/d1/d2 /tmp/src/empty-dir
@@ -64,19 +53,7 @@ setup() {
   dd if=/dev/urandom of=/tmp/big bs=1M count=64 status=none
 }
 
-start_ours() {  # every address, so verbs must open the domain of the device a client comes in on
-  # (restart_mid_write finds it by this command line). In a subshell, so no
-  # shell owns it as a job and says "Killed" on the TAP stream when it is.
-  ("$SERVER" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT --no-register \
-    --state-dir /tmp/state --export "/srv/ours *(rw,no_root_squash)" >>"$RESULTS/server.log" 2>&1 &)
-  local i
-  for i in $(seq 100); do
-    grep -q "listening: NFSv3 on tcp" "$RESULTS/server.log" 2>/dev/null && (exec 3<>"/dev/tcp/$SERVER_IP/$PORT") 2>/dev/null &&
-      return 0
-    sleep 0.1
-  done
-  echo "nfsrdma-server did not start"; return 1
-}
+start_ours() { ours_up /srv/ours "$RESULTS/server.log"; }
 
 # check_fs MNT BACKING REMOUNT: the tree copied in and compared (through the
 # mount after REMOUNT, and on the server's disk), 2000 entries listed, and

@@ -6,6 +6,10 @@
 # them crosses the link as RoCEv2 or TCP, where tshark sees it on v0, and
 # each end's soft-RoCE device carries its own side.
 SERVER_IP=10.99.0.1 CLIENT_IP=10.99.0.2
+# The kernel's nfsd: NFS on TCP 2049 and RDMA 20049, MOUNT on 20048. Ours:
+# NFS over TCP, MOUNT, NFS over RPC-RDMA.
+PORT=2050 MPORT=20058 RPORT=20059
+NFSD=${GUEST:?}/nfsd/usr/sbin
 
 guest_log() { echo "guest: $*"; }
 
@@ -41,4 +45,36 @@ rdma_net_up() {
   ip rule add pref 101 iif lo to "$CLIENT_IP/32" lookup 102
   rdma link add rxe0 type rxe netdev v0
   rdma link add rxe1 type rxe netdev v1
+}
+
+# kernel_nfsd_up DIR [MAX_BLOCK]: the kernel's nfsd, NFSv3 only, exporting DIR
+# on TCP and RDMA; MAX_BLOCK sets its largest transfer (by default it scales
+# with the guest's memory: 512 KiB in 3 GiB). Its userland was unpacked for
+# the guest only, by prepare.sh.
+kernel_nfsd_up() {
+  mkdir -p /var/lib/nfs/v4recovery
+  mount -t nfsd nfsd /proc/fs/nfsd || return 1
+  rpcbind -w || return 1
+  echo "$1 *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
+  "$NFSD/exportfs" -ra 2>/dev/null
+  [ -z "${2:-}" ] || echo "$2" >/proc/fs/nfsd/max_block_size
+  "$NFSD/rpc.mountd" -p 20048 || return 1
+  "$NFSD/rpc.nfsd" -N 4 -N 4.1 -N 4.2 8 || return 1
+  echo "rdma 20049" >/proc/fs/nfsd/portlist
+}
+
+# ours_up DIR LOG: nfsrdma-server on verbs exporting DIR, listening on every
+# address (so verbs must open the domain of the device a client comes in on),
+# its output appended to LOG. Started in a subshell, so no shell owns it as a
+# job and says "Killed" when it is (pgrep finds it by its command line).
+ours_up() {
+  ("${BUILD:?}/server/nfsrdma-server" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT \
+    --no-register --state-dir /tmp/state --export "$1 *(rw,no_root_squash)" >>"$2" 2>&1 &)
+  local i
+  for i in $(seq 100); do
+    grep -q "listening: NFSv3 on tcp" "$2" 2>/dev/null && (exec 3<>"/dev/tcp/$SERVER_IP/$PORT") 2>/dev/null &&
+      return 0
+    sleep 0.1
+  done
+  echo "nfsrdma-server did not start"; return 1
 }
