@@ -172,7 +172,9 @@ def perftest_limits(seconds):
     for tool in ("ib_write_bw", "ib_read_bw"):
         for size in (65536, 1 << 20):
             report = os.path.join(RESULTS, f"{tool}-{size}.json")
-            base = [tool, "-R", "-s", str(size), "-D", str(max(1, int(seconds))), "-F"]
+            # A count, not -D: in duration mode a 1 MiB ib_write_bw on rxe reports 0.
+            n = max(50, int(seconds * (100 << 20) / size))
+            base = [tool, "-R", "-s", str(size), "-n", str(n), "-F"]
             srv = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 time.sleep(1)
@@ -185,8 +187,8 @@ def perftest_limits(seconds):
                     srv.kill()
             # perftest 4.5's --out_json file is JSON-like, with unquoted names.
             m = re.search(r"BW_average:\s*([0-9.]+)", open(report).read())
-            if not m:
-                raise RuntimeError(f"{tool}: no BW_average in {report}")
+            if not m or float(m.group(1)) <= 0:
+                raise RuntimeError(f"{tool}: no bandwidth in {report}")
             out[f"{tool} {'1 MiB' if size == 1 << 20 else '64 KiB'}"] = float(m.group(1))
     return out
 
