@@ -157,8 +157,8 @@ const fuse_lowlevel_ops kOps = [] {
     fuse_reply_none(r);
   };
   o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_getattr(r, ino); };
-  o.setattr = [](fuse_req_t r, fuse_ino_t ino, struct stat* a, int to_set, fuse_file_info*) {
-    fs(r).fs_setattr(r, ino, a, to_set);
+  o.setattr = [](fuse_req_t r, fuse_ino_t ino, struct stat* a, int to_set, fuse_file_info* fi) {
+    fs(r).fs_setattr(r, ino, a, to_set, fi);
   };
   o.readlink = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_readlink(r, ino); };
   o.mknod = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, dev_t rdev) {

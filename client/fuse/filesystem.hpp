@@ -42,7 +42,7 @@ class Filesystem {
   void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
   void fs_forget(fuse_ino_t ino, std::uint64_t n);
   void fs_getattr(fuse_req_t req, fuse_ino_t ino);
-  void fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set);
+  void fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set, fuse_file_info* fi);
   void fs_readlink(fuse_req_t req, fuse_ino_t ino);
   void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
   void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);

@@ -45,7 +45,8 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
   std::optional<std::vector<char>> cached;
   {
     std::lock_guard lk(d.mu);
-    bool covered = d.valid && (cookie == d.start || std::any_of(d.batch.begin(), d.batch.end(),
+    // A read from the start (opendir, rewinddir) sees the directory as it is now.
+    bool covered = d.valid && cookie != 0 && (cookie == d.start || std::any_of(d.batch.begin(), d.batch.end(),
                                                                 [&](auto& e) { return e.cookie == cookie; }));
     bool at_end = d.valid && (d.batch.empty() ? cookie == d.start : d.batch.back().cookie == cookie);
     if (covered && !(at_end && !d.eof)) cached = fill_dir(req, d, size, off);

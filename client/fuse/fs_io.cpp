@@ -17,7 +17,9 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::uint32_t want = 0;
   int acc = fi->flags & O_ACCMODE;
   if (acc == O_RDONLY || acc == O_RDWR) want |= ACCESS3_READ;
-  if (acc == O_WRONLY || acc == O_RDWR) want |= ACCESS3_MODIFY;
+  // O_TRUNC writes whatever the access mode: open(O_RDONLY | O_TRUNC) of a
+  // file the caller may not write fails, as on a local filesystem.
+  if (acc == O_WRONLY || acc == O_RDWR || (fi->flags & O_TRUNC)) want |= ACCESS3_MODIFY;
   auto who = caller(req);
   // One ACCESS answers both questions open asks the server: may this caller
   // open it so, and has the file changed since we last opened it?

@@ -2,6 +2,9 @@
 // remove family, RENAME, LINK, READLINK, FSSTAT, ACCESS).
 #include <sys/sysmacros.h>
 
+#include <limits>
+#include <optional>
+
 #include "client/core/errno_map.hpp"
 #include "client/fuse/filesystem.hpp"
 
@@ -11,11 +14,15 @@ using namespace nfs3;
 
 namespace {
 
-set_time to_set_time(bool set, bool now, const timespec& t) {
-  if (!set) return {};
-  if (now) return {time_how::SET_TO_SERVER_TIME, {}};
-  return {time_how::SET_TO_CLIENT_TIME,
-          {static_cast<std::uint32_t>(t.tv_sec), static_cast<std::uint32_t>(t.tv_nsec)}};
+// The time to set, or nullopt when NFSv3's unsigned 32-bit seconds cannot
+// carry it (before 1970, or after 2106): refused rather than stored as
+// another time.
+std::optional<set_time> to_set_time(bool set, bool now, const timespec& t) {
+  if (!set) return set_time{};
+  if (now) return set_time{time_how::SET_TO_SERVER_TIME, {}};
+  if (t.tv_sec < 0 || t.tv_sec > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  return set_time{time_how::SET_TO_CLIENT_TIME,
+                  {static_cast<std::uint32_t>(t.tv_sec), static_cast<std::uint32_t>(t.tv_nsec)}};
 }
 
 }  // namespace
@@ -46,7 +53,8 @@ void Filesystem::fs_getattr(fuse_req_t req, fuse_ino_t ino) {
   writes_->drain(n, [this, req, n] { getattr_then(req, n); });
 }
 
-void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set) {
+void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
+                            fuse_file_info* fi) {
   auto n = node(req, ino);
   if (!n) return;
   SETATTR3args a;
@@ -56,17 +64,32 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
   if (to_set & FUSE_SET_ATTR_UID) s.uid = attr->st_uid;
   if (to_set & FUSE_SET_ATTR_GID) s.gid = attr->st_gid;
   if (to_set & FUSE_SET_ATTR_SIZE) s.size = static_cast<std::uint64_t>(attr->st_size);
-  s.atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
-  s.mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
+  auto atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
+  auto mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
+  if (!atime || !mtime) return (void)fuse_reply_err(req, EOVERFLOW);
+  s.atime = *atime;
+  s.mtime = *mtime;
   auto who = caller(req);
-  // ORDER: written data reaches the server before a truncate or chmod does.
-  writes_->drain(n, [this, req, n, a, who] {
-    nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n](Result<WccRes> r) {
-      if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-      if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
-      getattr_then(req, n);
-    }, &who);
-  });
+  auto set = [this, req, n, a, who] {
+    // ORDER: written data reaches the server before a truncate or chmod does.
+    writes_->drain(n, [this, req, n, a, who] {
+      nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, size = a.new_attributes.size](Result<WccRes> r) {
+        if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+        if (size) writes_->truncate(*n, *size);  // before the size is reported
+        if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
+        getattr_then(req, n);
+      }, &who);
+    });
+  };
+  // truncate(2) by name needs write permission, which a server grants the
+  // owner's SETATTR regardless of mode: ask first, as the kernel client does.
+  // ftruncate and O_TRUNC come with an open file, checked when it was opened.
+  if (!(to_set & FUSE_SET_ATTR_SIZE) || fi) return set();
+  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, ACCESS3_MODIFY}, [req, set](Result<ACCESS3res> r) {
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (!(r->access & ACCESS3_MODIFY)) return (void)fuse_reply_err(req, EACCES);
+    set();
+  }, &who);
 }
 
 void Filesystem::fs_readlink(fuse_req_t req, fuse_ino_t ino) {

@@ -213,7 +213,7 @@ void WriteBack::start_commit(const std::shared_ptr<Node>& n, Waiters waiters) {
     {
       std::lock_guard lk(fw.mu);
       for (auto* e : covered) {
-        if (err == 0 && e->verf != r->verf) {
+        if (err == 0 && e->verf != r->verf && e->len > 0) {
           e->state = State::sending;  // the server restarted since this WRITE: send it again
           lost.push_back(e);
         } else {
@@ -286,8 +286,25 @@ void WriteBack::finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, i
 std::uint64_t WriteBack::pending_end(Node& n) {
   std::lock_guard lk(n.writes.mu);
   std::uint64_t end = 0;
-  for (auto& e : n.writes.extents) end = std::max(end, e.offset + e.len);
+  for (auto& e : n.writes.extents) {
+    if (e.len > 0) end = std::max(end, e.offset + e.len);
+  }
   return end;
+}
+
+void WriteBack::truncate(Node& n, std::uint64_t size) {
+  FileWrites& w = n.writes;
+  std::lock_guard lk(w.mu);
+  for (auto it = w.extents.begin(); it != w.extents.end();) {
+    Extent& e = *it++;
+    if (e.state == State::sending || e.offset + e.len <= size) continue;
+    e.len = static_cast<std::uint32_t>(e.offset >= size ? 0 : size - e.offset);
+    // No commit round holds a filling extent, and an empty WRITE would fail.
+    if (e.len == 0 && w.filling == &e) {
+      w.filling = nullptr;
+      drop_locked(w, &e);
+    }
+  }
 }
 
 bool WriteBack::idle(Node& n) {

@@ -83,6 +83,11 @@ class WriteBack {
   // The end of the data not yet committed (0 when none): a size the server's
   // attributes may not show yet.
   std::uint64_t pending_end(Node& n);
+  // After the server has set the file's size: data beyond it is cut from
+  // every extent not being sent, so neither the size we report nor a resend
+  // after a server restart brings the truncated bytes back. An extent cut to
+  // nothing is left empty for the commit round that may hold it to drop.
+  void truncate(Node& n, std::uint64_t size);
   bool idle(Node& n);
 
  private:

@@ -1,0 +1,120 @@
+// POSIX behaviour of the mount where NFS makes it easy to get wrong, each
+// against what a local filesystem and the kernel NFS client do: truncate
+// needs write permission even for the owner, truncation cuts data still
+// waiting for COMMIT (across a server restart too), a directory read again
+// from the start is read afresh, and times NFSv3 cannot carry are refused.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <set>
+
+#include "tests/fuse_fixture.hpp"
+
+namespace nfsrdma::test {
+namespace {
+
+int err_of(int rc) { return rc == 0 ? 0 : errno; }
+
+TEST_P(FuseMount, TruncateNeedsWritePermissionEvenForTheOwner) {
+  ASSERT_EQ(::mkdir(m("pub").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(m("pub").c_str(), 01777), 0);
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] {
+    for (const char* name : {"pub/ro", "pub/w-less", "pub/kept-open"}) {
+      int fd = ::open(m(name).c_str(), O_CREAT | O_WRONLY, 0644);
+      if (fd < 0 || ::write(fd, "twelve bytes", 12) != 12) return 100;
+      ::close(fd);
+    }
+    int kept = ::open(m("pub/kept-open").c_str(), O_RDWR);
+    if (kept < 0) return 101;
+    if (::chmod(m("pub/ro").c_str(), 0444) != 0 || ::chmod(m("pub/w-less").c_str(), 0477) != 0 ||
+        ::chmod(m("pub/kept-open").c_str(), 0444) != 0) {
+      return 102;
+    }
+    // By name: refused, as on a local filesystem, though the owner may SETATTR.
+    if (::truncate(m("pub/ro").c_str(), 0) == 0) return 1;
+    if (errno != EACCES) return 2;
+    // O_TRUNC asks for write permission whatever the access mode.
+    int fd = ::open(m("pub/w-less").c_str(), O_RDONLY | O_TRUNC);
+    if (fd >= 0) return 3;
+    if (errno != EACCES) return 4;
+    // A descriptor opened for writing before the chmod still truncates.
+    if (::ftruncate(kept, 5) != 0) return 5;
+    ::close(kept);
+    return 0;
+  }), 0);
+  EXPECT_EQ(get(e("pub/ro")), "twelve bytes");
+  EXPECT_EQ(get(e("pub/w-less")), "twelve bytes");
+  EXPECT_EQ(get(e("pub/kept-open")), "twelv");
+  // Root (not squashed here) may truncate anything, as locally.
+  EXPECT_EQ(err_of(::truncate(m("pub/ro").c_str(), 3)), 0);
+  EXPECT_EQ(get(e("pub/ro")), "twe");
+}
+
+TEST_P(FuseMount, TruncateCutsDataStillWaitingForCommit) {
+  std::string data(256 << 10, 'x');
+  int fd = ::open(m("t").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  // Not committed yet; the size is the truncated one at once, by name and by descriptor.
+  ASSERT_EQ(::truncate(m("t").c_str(), 1000), 0);
+  EXPECT_EQ(st(m("t")).st_size, 1000);
+  ASSERT_EQ(::pwrite(fd, data.data(), 4096, 100000), 4096);
+  ASSERT_EQ(::ftruncate(fd, 100), 0);
+  struct stat s {};
+  ASSERT_EQ(::fstat(fd, &s), 0);
+  EXPECT_EQ(s.st_size, 100);
+  // A restart before the COMMIT: the server's new verifier makes the client
+  // send its uncommitted data again, which must not bring the cut bytes back.
+  server_->kill_hard();
+  server_->start();
+  ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  ::close(fd);
+  EXPECT_EQ(st(e("t")).st_size, 100);
+  EXPECT_EQ(st(m("t")).st_size, 100);
+  EXPECT_EQ(get(e("t")), data.substr(0, 100));
+  EXPECT_NE(mount_->log().find("write verifier changed"), std::string::npos);
+}
+
+std::set<std::string> names(DIR* d) {
+  std::set<std::string> out;
+  while (dirent* ent = ::readdir(d)) out.insert(ent->d_name);
+  return out;
+}
+
+TEST_P(FuseMount, RewinddirReadsTheDirectoryAfresh) {
+  ASSERT_EQ(::mkdir(m("d").c_str(), 0755), 0);
+  for (int i = 0; i < 10; ++i) put(m("d/f" + std::to_string(i)), "x");
+  DIR* d = ::opendir(m("d").c_str());
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(names(d).count("f3"), 1u);
+  ASSERT_EQ(::unlink(m("d/f3").c_str()), 0);
+  put(m("d/new"), "y");
+  ::rewinddir(d);
+  auto again = names(d);
+  ::closedir(d);
+  EXPECT_EQ(again.count("f3"), 0u) << "a removed name listed again after rewinddir";
+  EXPECT_EQ(again.count("new"), 1u) << "a new name missing after rewinddir";
+  EXPECT_EQ(again.size(), 12u);  // ".", ".." and ten files
+}
+
+TEST_P(FuseMount, TimesNfsv3CannotCarryAreRefused) {
+  put(m("f"), "x");
+  struct timespec fine[2] = {{0, UTIME_OMIT}, {4294967295, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m("f").c_str(), fine, 0), 0);
+  EXPECT_EQ(st(e("f")).st_mtim.tv_sec, 4294967295);
+  for (time_t bad : {time_t{4294967296}, time_t{-1}}) {
+    struct timespec t[2] = {{0, UTIME_OMIT}, {bad, 0}};
+    EXPECT_EQ(::utimensat(AT_FDCWD, m("f").c_str(), t, 0), -1) << bad;
+    EXPECT_EQ(errno, EOVERFLOW) << bad;
+    struct timespec a[2] = {{bad, 0}, {0, UTIME_OMIT}};
+    EXPECT_EQ(::utimensat(AT_FDCWD, m("f").c_str(), a, 0), -1) << bad;
+    EXPECT_EQ(errno, EOVERFLOW) << bad;
+  }
+  EXPECT_EQ(st(e("f")).st_mtim.tv_sec, 4294967295) << "a refused time changed the file";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);
+
+}  // namespace
+}  // namespace nfsrdma::test
