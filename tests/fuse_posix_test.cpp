@@ -2,12 +2,15 @@
 // against what a local filesystem and the kernel NFS client do: truncate
 // needs write permission even for the owner, truncation cuts data still
 // waiting for COMMIT (across a server restart too), a directory read again
-// from the start is read afresh, and times NFSv3 cannot carry are refused.
+// from the start is read afresh, times NFSv3 cannot carry are refused, and an
+// open file outlives its unlink or rename-over (silly rename).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "tests/fuse_fixture.hpp"
 
@@ -112,6 +115,63 @@ TEST_P(FuseMount, TimesNfsv3CannotCarryAreRefused) {
     EXPECT_EQ(errno, EOVERFLOW) << bad;
   }
   EXPECT_EQ(st(e("f")).st_mtim.tv_sec, 4294967295) << "a refused time changed the file";
+}
+
+// The export's hidden .nfs names, waiting up to 5 s for them to be `want`
+// in number (the last close's RELEASE reaches the client after close returns).
+std::vector<std::string> hidden_names(const std::string& dir, std::size_t want) {
+  std::vector<std::string> out;
+  for (int i = 0; i < 100; ++i) {
+    out.clear();
+    for (auto& ent : std::filesystem::directory_iterator(dir)) {
+      if (ent.path().filename().string().rfind(".nfs", 0) == 0) out.push_back(ent.path().filename());
+    }
+    if (out.size() == want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return out;
+}
+
+TEST_P(FuseMount, AnOpenFileOutlivesUnlinkAndRenameOverUntilItsLastClose) {
+  put(m("doomed"), "still here");
+  int fd = ::open(m("doomed").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::unlink(m("doomed").c_str()), 0);
+  EXPECT_FALSE(std::filesystem::exists(m("doomed")));
+  EXPECT_FALSE(std::filesystem::exists(e("doomed")));
+  EXPECT_EQ(hidden_names(export_, 1).size(), 1u) << "no hidden name on the server";
+  char buf[64] = {};
+  EXPECT_EQ(::pread(fd, buf, sizeof buf, 0), 10) << std::strerror(errno);
+  EXPECT_EQ(std::string(buf, 10), "still here");
+  EXPECT_EQ(::pwrite(fd, " and more", 9, 10), 9) << std::strerror(errno);
+  EXPECT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  struct stat s {};
+  EXPECT_EQ(::fstat(fd, &s), 0) << std::strerror(errno);
+  EXPECT_EQ(s.st_size, 19);
+  ::close(fd);
+  EXPECT_TRUE(hidden_names(export_, 0).empty()) << "the hidden name outlived the last close";
+
+  // Renamed over while open: the reader keeps the old file, the name gets the new one.
+  put(m("target"), "old contents");
+  put(m("replacement"), "new");
+  fd = ::open(m("target").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  int fd2 = ::open(m("target").c_str(), O_RDONLY);  // two opens: hidden until both close
+  ASSERT_GE(fd2, 0);
+  ASSERT_EQ(::rename(m("replacement").c_str(), m("target").c_str()), 0);
+  EXPECT_EQ(get(m("target")), "new");
+  EXPECT_EQ(::pread(fd, buf, sizeof buf, 0), 12) << std::strerror(errno);
+  EXPECT_EQ(std::string(buf, 12), "old contents");
+  ::close(fd);
+  EXPECT_EQ(hidden_names(export_, 1).size(), 1u) << "hidden name gone while a descriptor is open";
+  EXPECT_EQ(::pread(fd2, buf, sizeof buf, 0), 12) << std::strerror(errno);
+  ::close(fd2);
+  EXPECT_TRUE(hidden_names(export_, 0).empty());
+
+  // A file nobody has open is removed outright: nothing else is hidden.
+  put(m("plain"), "x");
+  ASSERT_EQ(::unlink(m("plain").c_str()), 0);
+  EXPECT_TRUE(hidden_names(export_, 0).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);

@@ -84,8 +84,19 @@ class Filesystem {
   // client sends it with the file's credentials (and no /proc read per I/O).
   struct OpenFile {
     client::Identity who;
+    std::shared_ptr<Node> node;  // set once the open is counted (track_open)
   };
   static OpenFile* opened(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
+  // Silly rename (fs_hidden.cpp): an open file that is removed or renamed
+  // over is renamed to a hidden .nfsXXXX name in its directory instead, and
+  // that name is removed at its last close, so the data stays reachable
+  // through every open descriptor, as POSIX says and the kernel client does.
+  void track_open(OpenFile& f, const std::shared_ptr<Node>& n);
+  void closed_file(OpenFile& f);
+  // `then(hidden, err)`: whether dir/name was an open file now hidden, or the
+  // error hiding it met. Not open (or not found): (false, 0).
+  void hide_if_open(const nfs3::nfs_fh3& dir, const std::string& name, const client::Identity& who,
+                    std::function<void(bool, int)> then);
   struct DirHandle;
   // The kernel's next `size` bytes of listing from `off`, built under d.mu.
   // The reply goes out after d.mu is released: once the kernel has it, a
@@ -102,6 +113,8 @@ class Filesystem {
   std::unique_ptr<WriteBack> writes_;
   std::uint32_t name_max_ = 255;
   std::atomic<bool> readdirplus_{true};  // cleared when the server answers NOTSUPP
+  std::atomic<int> open_files_{0};          // opens counted by track_open, mount-wide
+  std::atomic<std::uint32_t> hidden_seq_{0};  // makes each hidden name new
   fuse_session* se_ = nullptr;
 };
 

@@ -40,8 +40,13 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
     fuse_file_info out = fi;
     out.keep_cache = keep;
-    out.fh = reinterpret_cast<std::uint64_t>(new OpenFile{who});
-    if (fuse_reply_open(req, &out) != 0) delete reinterpret_cast<OpenFile*>(out.fh);
+    auto* f = new OpenFile{who, nullptr};
+    track_open(*f, n);
+    out.fh = reinterpret_cast<std::uint64_t>(f);
+    if (fuse_reply_open(req, &out) != 0) {
+      closed_file(*f);
+      delete f;
+    }
   }, &who);
 }
 
@@ -61,7 +66,7 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
   } else {
     a.obj_attributes.mode = mode & 07777;
   }
-  fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who});
+  fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who, nullptr});
   nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dh = dir->fh, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
     if (int e = failed(r)) {
@@ -129,7 +134,9 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
 }
 
 void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
-  // flush ran at close(2) and committed; only the open's state is left.
+  // flush ran at close(2) and committed; only the open's state is left, and
+  // a hidden name to remove if this was its last open.
+  closed_file(*opened(fi));
   delete opened(fi);
   fuse_reply_err(req, 0);
 }

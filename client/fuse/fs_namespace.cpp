@@ -117,8 +117,10 @@ void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::st
       n->seen_size = a.size;
     }
     fuse_file_info out = *fi;
+    track_open(*opened(&out), n);
     if (fuse_reply_create(req, &e, &out) != 0) {
       nodes_->forget(n->ino, 1);
+      closed_file(*opened(&out));
       delete opened(&out);
     }
   };
@@ -194,9 +196,14 @@ void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, 
   auto dir = node(req, parent);
   if (!dir) return;
   auto who = caller(req);
-  nfs_->call<WccRes>(proc, diropargs3{dir->fh, name}, [req](Result<WccRes> r) {
-    fuse_reply_err(req, failed(r));
-  }, &who);
+  auto remove = [this, req, proc, dh = dir->fh, nm = std::string(name), who] {
+    nfs_->call<WccRes>(proc, diropargs3{dh, nm}, [req](Result<WccRes> r) { fuse_reply_err(req, failed(r)); }, &who);
+  };
+  if (proc != Proc::REMOVE) return remove();
+  hide_if_open(dir->fh, name, who, [req, remove](bool hidden, int err) {
+    if (hidden || err) return (void)fuse_reply_err(req, err);
+    remove();
+  });
 }
 
 void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -210,7 +217,11 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
   if (!to) return;
   auto who = caller(req);
   RENAME3args a{{from->fh, name}, {to->fh, newname}};
-  nfs_->call<RENAME3res>(Proc::RENAME, a, [req](Result<RENAME3res> r) { fuse_reply_err(req, failed(r)); }, &who);
+  // An open file renamed over is hidden first, so it stays readable.
+  hide_if_open(to->fh, newname, who, [this, req, a, who](bool, int err) {
+    if (err) return (void)fuse_reply_err(req, err);
+    nfs_->call<RENAME3res>(Proc::RENAME, a, [req](Result<RENAME3res> r) { fuse_reply_err(req, failed(r)); }, &who);
+  });
 }
 
 void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {

@@ -17,6 +17,12 @@ std::shared_ptr<Node> NodeTable::get(fuse_ino_t ino) {
   return it == by_ino_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<Node> NodeTable::find(const nfs3::nfs_fh3& fh) {
+  std::lock_guard lk(mu_);
+  auto it = by_fh_.find(key(fh));
+  return it == by_fh_.end() ? nullptr : by_ino_.at(it->second);
+}
+
 std::shared_ptr<Node> NodeTable::remember(const nfs3::nfs_fh3& fh, std::uint64_t lookups) {
   std::lock_guard lk(mu_);
   auto [it, fresh] = by_fh_.try_emplace(key(fh), next_);

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -29,6 +30,18 @@ struct Node {
   bool seen = false;
   nfs3::nfstime3 seen_mtime, seen_ctime;
   std::uint64_t seen_size = 0;
+
+  // Silly rename, as the kernel NFS client does it: the file's opens, and the
+  // hidden name it was given when removed or renamed over while open, to be
+  // removed at the last close (guarded by open_mu).
+  struct Hidden {
+    nfs3::nfs_fh3 dir;
+    std::string name;
+    client::Identity who;  // whoever removed it removes the hidden name
+  };
+  std::mutex open_mu;
+  int opens = 0;
+  std::optional<Hidden> hidden;
 };
 
 class NodeTable {
@@ -37,6 +50,8 @@ class NodeTable {
 
   // The node for `ino`, or null if the kernel named one it had forgotten.
   std::shared_ptr<Node> get(fuse_ino_t ino);
+  // The node for `fh` if the kernel knows it, else null.
+  std::shared_ptr<Node> find(const nfs3::nfs_fh3& fh);
   // The node for `fh`, made if new, with `lookups` more kernel references.
   std::shared_ptr<Node> remember(const nfs3::nfs_fh3& fh, std::uint64_t lookups = 1);
   void forget(fuse_ino_t ino, std::uint64_t lookups);
