@@ -29,12 +29,21 @@ import matrix  # noqa: E402
 import metadata  # noqa: E402
 
 ENV = os.environ
-BUILD, RESULTS, IP = ENV["BUILD"], ENV["RESULTS"], ENV["SERVER_IP"]
 CLK = os.sysconf("SC_CLK_TCK")
-SERVERS = {  # name: (export, NFS port by transport, MOUNT port)
-    "kernel": ("/srv/kernel", {"rdma": 20049, "tcp": 2049}, 20048),
-    "nfsrdma": ("/srv/ours", {"rdma": int(ENV["RPORT"]), "tcp": int(ENV["PORT"])}, int(ENV["MPORT"])),
-}
+BUILD = RESULTS = IP = None
+SERVERS = {}  # name: (export, NFS port by transport, MOUNT port)
+
+
+def guest_environment():
+    """What guest.sh exports; outside the guest, a clear refusal."""
+    global BUILD, RESULTS, IP
+    missing = [k for k in ("BUILD", "RESULTS", "SERVER_IP", "PORT", "MPORT", "RPORT") if k not in ENV]
+    if missing:
+        sys.exit("guest.py: runs inside the soft-RoCE guest, started by bench/compare/guest.sh "
+                 f"(bench/compare/run.py --preset kernel); missing {', '.join(missing)}")
+    BUILD, RESULTS, IP = ENV["BUILD"], ENV["RESULTS"], ENV["SERVER_IP"]
+    SERVERS["kernel"] = ("/srv/kernel", {"rdma": 20049, "tcp": 2049}, 20048)
+    SERVERS["nfsrdma"] = ("/srv/ours", {"rdma": int(ENV["RPORT"]), "tcp": int(ENV["PORT"])}, int(ENV["MPORT"]))
 CLIENTS = ("kernel", "fuse", "engine")
 UNITS = {"fabric_bench": "MiB/s", "perftest": "MB/s"}  # each tool's own
 MNT = "/mnt/bench"
@@ -224,6 +233,7 @@ def main():
     ap.add_argument("--seconds", type=float)
     ap.add_argument("--repeats", type=int)
     a = ap.parse_args()
+    guest_environment()
     p = dict(matrix.GUEST_PRESETS[a.preset])
     p.update({k: v for k, v in (("seconds", a.seconds), ("repeats", a.repeats)) if v})
     os.makedirs(os.path.join(RESULTS, "fio"), exist_ok=True)

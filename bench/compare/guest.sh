@@ -4,6 +4,10 @@
 # the kernel's nfsd and nfsrdma-server each exporting a tmpfs, then guest.py
 # with the arguments given here. Its results land in $RESULTS.
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+# It reconfigures the network: never on a host, only where run.sh left its job.
+[ -f "${RESULTS:-/nonexistent}/job.sh" ] || {
+  echo "guest.sh: runs inside the soft-RoCE guest only; use bench/compare/run.py --preset kernel" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../tests/guest/lib.sh"
 : "${BUILD:?}" "${RESULTS:?}"
