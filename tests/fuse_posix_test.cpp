@@ -2,7 +2,8 @@
 // against what a local filesystem and the kernel NFS client do: truncate
 // needs write permission even for the owner, truncation cuts data still
 // waiting for COMMIT (across a server restart too), a directory read again
-// from the start is read afresh, times NFSv3 cannot carry are refused, and an
+// from the start is read afresh, times NFSv3 cannot carry are refused, a
+// write by another user clears setuid and setgid instead of failing, and an
 // open file outlives its unlink or rename-over (silly rename).
 #include <dirent.h>
 #include <fcntl.h>
@@ -115,6 +116,28 @@ TEST_P(FuseMount, TimesNfsv3CannotCarryAreRefused) {
     EXPECT_EQ(errno, EOVERFLOW) << bad;
   }
   EXPECT_EQ(st(e("f")).st_mtim.tv_sec, 4294967295) << "a refused time changed the file";
+}
+
+TEST_P(FuseMount, WritingASetuidFileClearsTheBitsAndKeepsTheData) {
+  put(m("suid"), "root's program");
+  ASSERT_EQ(::chmod(m("suid").c_str(), 06777), 0);
+  ASSERT_EQ(st(e("suid")).st_mode & 07777, 06777u);
+  // Another user writes: the data lands and the setuid and setgid bits go,
+  // as on a local filesystem and over the kernel's NFS client.
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] {
+    int fd = ::open(m("suid").c_str(), O_WRONLY | O_APPEND);
+    if (fd < 0) return errno;
+    int rc = ::write(fd, ", patched", 9) == 9 ? 0 : errno;
+    if (::close(fd) != 0 && rc == 0) rc = errno;
+    return rc;
+  }), 0);
+  EXPECT_EQ(get(e("suid")), "root's program, patched");
+  EXPECT_EQ(st(e("suid")).st_mode & 07777, 0777u);
+  EXPECT_EQ(st(m("suid")).st_mode & 07777, 0777u);
+  // A chmod by someone other than the owner is still refused.
+  ASSERT_EQ(::chmod(m("suid").c_str(), 06777), 0);
+  EXPECT_EQ(as_user(1000, 1000, {}, [&] { return ::chmod(m("suid").c_str(), 0777) == 0 ? 0 : errno; }), EPERM);
+  EXPECT_EQ(st(e("suid")).st_mode & 07777, 06777u);
 }
 
 // The export's hidden .nfs names, waiting up to 5 s for them to be `want`

@@ -85,6 +85,7 @@ class Filesystem {
   struct OpenFile {
     client::Identity who;
     std::shared_ptr<Node> node;  // set once the open is counted (track_open)
+    bool writable = false;
   };
   static OpenFile* opened(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
   // Silly rename (fs_hidden.cpp): an open file that is removed or renamed
@@ -97,6 +98,11 @@ class Filesystem {
   // error hiding it met. Not open (or not found): (false, 0).
   void hide_if_open(const nfs3::nfs_fh3& dir, const std::string& name, const client::Identity& who,
                     std::function<void(bool, int)> then);
+  // A SETATTR of `mode` alone that the server refused with EPERM: the reply
+  // when it is the kernel clearing setuid/setgid before someone else's write
+  // (the server does that itself on WRITE), else EPERM (fs_namespace.cpp).
+  void refused_chmod(fuse_req_t req, const std::shared_ptr<Node>& n, std::uint32_t mode,
+                     const client::Identity& who);
   struct DirHandle;
   // The kernel's next `size` bytes of listing from `off`, built under d.mu.
   // The reply goes out after d.mu is released: once the kernel has it, a

@@ -17,6 +17,7 @@ void Filesystem::track_open(OpenFile& f, const std::shared_ptr<Node>& n) {
   f.node = n;
   std::lock_guard lk(n->open_mu);
   ++n->opens;
+  n->writers += f.writable;
   ++open_files_;
 }
 
@@ -26,6 +27,7 @@ void Filesystem::closed_file(OpenFile& f) {
   {
     std::lock_guard lk(f.node->open_mu);
     --open_files_;
+    f.node->writers -= f.writable;
     if (--f.node->opens == 0) gone = std::exchange(f.node->hidden, std::nullopt);
   }
   if (!gone) return;

@@ -40,7 +40,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
     fuse_file_info out = fi;
     out.keep_cache = keep;
-    auto* f = new OpenFile{who, nullptr};
+    auto* f = new OpenFile{who, nullptr, (want & ACCESS3_MODIFY) != 0};
     track_open(*f, n);
     out.fh = reinterpret_cast<std::uint64_t>(f);
     if (fuse_reply_open(req, &out) != 0) {
@@ -66,7 +66,7 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
   } else {
     a.obj_attributes.mode = mode & 07777;
   }
-  fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who, nullptr});
+  fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who, nullptr, (fi->flags & O_ACCMODE) != O_RDONLY});
   nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dh = dir->fh, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
     if (int e = failed(r)) {

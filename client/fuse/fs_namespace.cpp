@@ -73,9 +73,15 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
   auto set = [this, req, n, a, who] {
     // ORDER: written data reaches the server before a truncate or chmod does.
     writes_->drain(n, [this, req, n, a, who] {
-      nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, size = a.new_attributes.size](Result<WccRes> r) {
-        if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-        if (size) writes_->truncate(*n, *size);  // before the size is reported
+      nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
+        const sattr3& sa = a.new_attributes;
+        if (int e = failed(r)) {
+          bool mode_only = sa.mode && !sa.uid && !sa.gid && !sa.size && sa.atime.how == time_how::DONT_CHANGE &&
+                           sa.mtime.how == time_how::DONT_CHANGE;
+          if (e == EPERM && mode_only) return refused_chmod(req, n, *sa.mode, who);
+          return (void)fuse_reply_err(req, e);
+        }
+        if (sa.size) writes_->truncate(*n, *sa.size);  // before the size is reported
         if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
         getattr_then(req, n);
       }, &who);
@@ -276,6 +282,32 @@ void Filesystem::fs_access(fuse_req_t req, fuse_ino_t ino, int mask) {
               (!(mask & X_OK) || (r->access & (ACCESS3_EXECUTE | ACCESS3_LOOKUP)));
     fuse_reply_err(req, ok ? 0 : EACCES);
   }, &who);
+}
+
+// Without FUSE_HANDLE_KILLPRIV (libfuse 3.14 never passes it to the kernel),
+// a write by someone other than the owner makes the kernel send a SETATTR
+// dropping setuid/setgid first, as the writer, which the server refuses. The
+// server clears those bits itself when the WRITE lands, as nfsd does (it
+// writes as the writer), so that refusal is answered with the mode the write
+// leaves when it is one: only setuid/setgid dropped, by someone other than
+// the owner, on a file open for writing here. Any other refusal stands.
+void Filesystem::refused_chmod(fuse_req_t req, const std::shared_ptr<Node>& n, std::uint32_t mode,
+                               const client::Identity& who) {
+  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, mode, who](Result<GETATTR3res> g) {
+    if (failed(g)) return (void)fuse_reply_err(req, EPERM);
+    fattr3 now = g->obj_attributes;
+    constexpr std::uint32_t kPriv = S_ISUID | S_ISGID;
+    std::uint32_t dropped = now.mode & ~mode & 07777;
+    bool kill_priv = who.uid != 0 && now.uid != who.uid && dropped != 0 && !(dropped & ~kPriv) &&
+                     !(mode & ~now.mode & 07777);
+    if (kill_priv) {
+      std::lock_guard lk(n->open_mu);
+      kill_priv = n->writers > 0;
+    }
+    if (!kill_priv) return (void)fuse_reply_err(req, EPERM);
+    now.mode = mode;
+    reply_attr(req, n, now);
+  });
 }
 
 }  // namespace nfsrdma::fuse

@@ -40,7 +40,7 @@ struct Node {
     client::Identity who;  // whoever removed it removes the hidden name
   };
   std::mutex open_mu;
-  int opens = 0;
+  int opens = 0, writers = 0;  // writers: opens for writing
   std::optional<Hidden> hidden;
 };
 
