@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -109,16 +110,44 @@ std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
   return b;
 }
 
+// A port nothing holds. Bound without SO_REUSEADDR, so the kernel skips ports
+// that a recent connection still holds in TIME_WAIT: the server's listeners
+// (libfabric's among them) would be refused those.
 std::uint16_t free_port() {
-  auto fd = tcp::listen_tcp(test_server_host(), 0);
-  if (!fd) throw std::runtime_error(fd.error().describe());
-  return tcp::local_port(fd->get());
+  sockaddr_in6 a6{};
+  sockaddr_in a4{};
+  const std::string host = test_server_host();
+  bool v6 = ::inet_pton(AF_INET6, host.c_str(), &a6.sin6_addr) == 1;
+  if (!v6 && ::inet_pton(AF_INET, host.c_str(), &a4.sin_addr) != 1) {
+    throw std::runtime_error("free_port: not an address: " + host);
+  }
+  tcp::Fd fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  a6.sin6_family = AF_INET6;
+  a4.sin_family = AF_INET;
+  auto* sa = v6 ? reinterpret_cast<sockaddr*>(&a6) : reinterpret_cast<sockaddr*>(&a4);
+  socklen_t len = v6 ? sizeof a6 : sizeof a4;
+  if (fd.get() < 0 || ::bind(fd.get(), sa, len) != 0 || ::listen(fd.get(), 1) != 0) {
+    throw std::runtime_error(std::string("free_port: ") + std::strerror(errno));
+  }
+  return tcp::local_port(fd.get());
 }
 
 ServerProcess::ServerProcess(std::vector<std::string> exports, std::vector<std::string> extra)
     : exports_(std::move(exports)), extra_(std::move(extra)), log_(state_.path() + "/server.log"),
       nfs_port_(free_port()), mount_port_(free_port()), rdma_port_(free_port()) {
-  start();
+  // Another process may still take a port between free_port() and the
+  // server's bind: new ports then, twice at most.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error& e) {
+      if (attempt == 3 || std::string(e.what()).find("Address already in use") == std::string::npos) throw;
+      nfs_port_ = free_port();
+      mount_port_ = free_port();
+      rdma_port_ = free_port();
+    }
+  }
 }
 
 ServerProcess::~ServerProcess() {
