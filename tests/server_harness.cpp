@@ -114,19 +114,11 @@ std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
 // that a recent connection still holds in TIME_WAIT: the server's listeners
 // (libfabric's among them) would be refused those.
 std::uint16_t free_port() {
-  sockaddr_in6 a6{};
-  sockaddr_in a4{};
-  const std::string host = test_server_host();
-  bool v6 = ::inet_pton(AF_INET6, host.c_str(), &a6.sin6_addr) == 1;
-  if (!v6 && ::inet_pton(AF_INET, host.c_str(), &a4.sin_addr) != 1) {
-    throw std::runtime_error("free_port: not an address: " + host);
-  }
-  tcp::Fd fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  a6.sin6_family = AF_INET6;
-  a4.sin_family = AF_INET;
-  auto* sa = v6 ? reinterpret_cast<sockaddr*>(&a6) : reinterpret_cast<sockaddr*>(&a4);
-  socklen_t len = v6 ? sizeof a6 : sizeof a4;
-  if (fd.get() < 0 || ::bind(fd.get(), sa, len) != 0 || ::listen(fd.get(), 1) != 0) {
+  socklen_t len = 0;
+  auto addr = tcp::resolve(test_server_host(), 0, len);
+  if (!addr) throw std::runtime_error(addr.error().describe());
+  tcp::Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd.get(), 1) != 0) {
     throw std::runtime_error(std::string("free_port: ") + std::strerror(errno));
   }
   return tcp::local_port(fd.get());
