@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 WERROR := $(if $(CI),-Dwerror=true,)
 
 # Debian 12 packages the build and the tests need (the last line: the
-# soft-RoCE guest of the kernel suite, tests/guest/).
+# soft-RoCE guest of the kernel suite and bench-kernel, tools/guest/).
 PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
   libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \

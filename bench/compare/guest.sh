@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The job bench/compare/run.py --preset kernel* runs inside the soft-RoCE guest
-# (tests/guest/run.sh boots it): the veth link with an rxe device at each end,
+# (tools/guest/run.sh boots it): the veth link with an rxe device at each end,
 # the kernel's nfsd and nfsrdma-server each exporting a tmpfs, then guest.py
 # with the arguments given here. Its results land in $RESULTS.
 set -euo pipefail
@@ -9,7 +9,7 @@ case ${1:-} in -h|--help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 [ -f "${RESULTS:-/nonexistent}/job.sh" ] || {
   echo "guest.sh: runs inside the soft-RoCE guest only; use bench/compare/run.py --preset kernel" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../../tests/guest/lib.sh"
+. "$HERE/../../tools/guest/lib.sh"
 : "${BUILD:?}" "${RESULTS:?}"
 rdma_net_up
 mkdir -p /srv/kernel /srv/ours /mnt/bench /tmp/state

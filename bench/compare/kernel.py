@@ -1,5 +1,5 @@
 """The host's side of the kernel comparison: boots the soft-RoCE guest
-(tests/guest/run.sh) with guest.sh as its job, shows the guest's progress as it
+(tools/guest/run.sh) with guest.sh as its job, shows the guest's progress as it
 comes, and returns what guest.py measured."""
 import json
 import os
@@ -56,7 +56,7 @@ def run(build, preset, out, seconds=None, repeats=None):
     p.update({k: v for k, v in (("seconds", seconds), ("repeats", repeats)) if v})
     name = f"bench-{preset}"
     results = os.path.join(os.path.abspath(build), "guest", "runs", name)
-    args = [os.path.join(ROOT, "tests", "guest", "run.sh"), "--name", name, "--timeout", str(budget(p)),
+    args = [os.path.join(ROOT, "tools", "guest", "run.sh"), "--name", name, "--timeout", str(budget(p)),
             os.path.join(HERE, "guest.sh"), "--preset", preset]
     args += [x for k, v in (("--seconds", seconds), ("--repeats", repeats)) if v for x in (k, str(v))]
     env = dict(os.environ, BUILD=os.path.abspath(build))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel interop matrix, run inside the soft-RoCE guest (tests/kernel_test.sh
+# The kernel interop matrix, run inside the soft-RoCE guest (tests/guest/kernel_test.sh
 # boots it): the Linux kernel's NFSv3 client and nfsd against nfsrdma-server,
 # nfsrdma-fuse and the fio engine on libfabric's verbs provider (rxe), every
 # cell byte-verified, plus the project's own RDMA tests on verbs and a RoCEv2
@@ -7,7 +7,7 @@
 # $RESULTS/figures.txt, its full output to $RESULTS/<cell>.log.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/lib.sh"
+. "$HERE/../../tools/guest/lib.sh"
 : "${BUILD:?}" "${RESULTS:?}" "${GUEST:?}"
 SERVER=$BUILD/server/nfsrdma-server FUSE=$BUILD/client/fuse/nfsrdma-fuse ENGINE=$BUILD/fio-engine/nfsrdma.so
 KOPT=vers=3,nolock,hard
