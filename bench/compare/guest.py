@@ -121,7 +121,7 @@ def measure(args, name, rw, repeats, seconds, pids):
 def series(client, server, transport, p, result, step):
     """Every job of the preset for one client, server and transport, then the
     metadata job through the mount."""
-    mounted = False
+    mounted, why = False, None
     try:
         pids = server_pids(server)
         if client != "engine":
@@ -134,7 +134,7 @@ def series(client, server, transport, p, result, step):
         cell = {"client": client, "server": server, "transport": transport, "workload": rw, "bs": bs,
                 "iodepth": depth}
         try:
-            if client != "engine" and not mounted:
+            if why:
                 raise RuntimeError(why)
             common = matrix.fio_common(name, rw, bs, depth, p["seconds"], p["size"])
             cell.update(measure(job_args(client, server, transport) + common, name, rw, p["repeats"],
