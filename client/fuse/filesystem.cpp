@@ -109,19 +109,61 @@ void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, cons
   fuse_reply_attr(req, &st, attr_timeout(a));
 }
 
-fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a) {
+double Filesystem::entry_timeout(const post_op_attr& dir) const {
+  if (options_.noac || !dir || !(dir->mode & S_IXOTH)) return 0;
+  return options_.acdirmin_s;
+}
+
+fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a, fuse_ino_t parent, const std::string& name,
+                                       const post_op_attr& dir) {
   fuse_entry_param e{};
   e.ino = n.ino;
   e.attr = to_stat(a, &n);
   e.attr_timeout = attr_timeout(a);
-  e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+  e.entry_timeout = entry_timeout(dir);
+  if (a.type == NF3DIR) nodes_->named(n, parent, name);
   return e;
 }
 
-void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a) {
+void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a, fuse_ino_t parent,
+                             const std::string& name, const post_op_attr& dir) {
   auto n = nodes_->remember(fh);
-  fuse_entry_param e = entry_for(*n, a);
+  fuse_entry_param e = entry_for(*n, a, parent, name, dir);
   if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);  // the kernel never got it
+}
+
+void Filesystem::attach(fuse_session* se) {
+  if (!se) {
+    invalidator_ = {};  // joins
+    se_ = nullptr;
+    return;
+  }
+  se_ = se;
+  invalidator_ = std::jthread([this](std::stop_token stop) { invalidate_entries(stop); });
+}
+
+void Filesystem::drop_entry_later(fuse_ino_t ino) {
+  auto entry = nodes_->entry_of(ino);
+  if (!entry || !se_) return;
+  {
+    std::lock_guard lk(drop_mu_);
+    drops_.push_back(std::move(*entry));
+  }
+  drop_cv_.notify_one();
+}
+
+void Filesystem::invalidate_entries(std::stop_token stop) {
+  std::unique_lock lk(drop_mu_);
+  while (drop_cv_.wait(lk, stop, [this] { return !drops_.empty(); })) {
+    auto batch = std::exchange(drops_, {});
+    lk.unlock();
+    for (auto& [parent, name] : batch) {
+      // ENOENT: the kernel had already let the name go.
+      int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
+      if (rc != 0 && rc != -ENOENT) spdlog::debug("dropping the cached entry {}: {}", name, std::strerror(-rc));
+    }
+    lk.lock();
+  }
 }
 
 void Filesystem::getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n) {
@@ -194,7 +236,6 @@ const fuse_lowlevel_ops kOps = [] {
   o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_releasedir(r, fi); };
   o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
   o.statfs = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_statfs(r, ino); };
-  o.access = [](fuse_req_t r, fuse_ino_t ino, int mask) { fs(r).fs_access(r, ino, mask); };
   return o;
 }();
 

@@ -6,7 +6,16 @@
 // Caching: the kernel keeps attributes and dentries for the timeouts given in
 // each reply (acregmin..acregmax for files, acdirmin..acdirmax for
 // directories, longer for files unchanged for longer, 0 with noac), which is
-// the NFS attribute cache. open() always asks the server (ACCESS returns fresh
+// the NFS attribute cache.
+//
+// Permissions: the kernel checks every caller against the cached mode and
+// owner (default_permissions, always on): search permission on each path
+// component, a FIFO's or device's mode at open. The server checks every call
+// again under the caller's identity. Local root passes the kernel's checks,
+// though a server that squashes root treats it as nobody: so a name in a
+// directory that others may not search is never cached (entry timeout 0),
+// every walk through it is a LOOKUP the server answers for the caller, and a
+// directory whose mode or owner changes here loses its cached entry at once. open() always asks the server (ACCESS returns fresh
 // attributes) and keeps the kernel's cached pages only when mtime, ctime and
 // size are what the last open saw: close-to-open consistency. flush (close)
 // and fsync COMMIT the write-behind data.
@@ -14,7 +23,9 @@
 
 #include <fuse_lowlevel.h>
 
+#include <condition_variable>
 #include <memory>
+#include <thread>
 
 #include "client/core/errno_map.hpp"
 #include "client/core/nfs_client.hpp"
@@ -34,7 +45,8 @@ class Filesystem {
 
   const MountOptions& options() const { return options_; }
   // The session, for invalidating the kernel's cached attributes (open).
-  void attach(fuse_session* se) { se_ = se; }
+  // nullptr before the session is destroyed.
+  void attach(fuse_session* se);
   static const fuse_lowlevel_ops& operations();
 
   // The operations, called through operations()'s table.
@@ -52,7 +64,6 @@ class Filesystem {
                  unsigned int flags);
   void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
   void fs_statfs(fuse_req_t req, fuse_ino_t ino);
-  void fs_access(fuse_req_t req, fuse_ino_t ino, int mask);
   void fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
@@ -71,12 +82,23 @@ class Filesystem {
   struct stat to_stat(const nfs3::fattr3& a, Node* n = nullptr);
   double attr_timeout(const nfs3::fattr3& a) const;
   void reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, const nfs3::fattr3& a);
-  fuse_entry_param entry_for(Node& n, const nfs3::fattr3& a);
-  void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a);
+  // How long the kernel may walk a cached name in a directory with
+  // attributes `dir` without asking (see the class comment).
+  double entry_timeout(const nfs3::post_op_attr& dir) const;
+  // The entry for `n`, found as `name` in `parent`, whose attributes are `dir`.
+  fuse_entry_param entry_for(Node& n, const nfs3::fattr3& a, fuse_ino_t parent, const std::string& name,
+                             const nfs3::post_op_attr& dir);
+  void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a, fuse_ino_t parent,
+                   const std::string& name, const nfs3::post_op_attr& dir);
   // After CREATE/MKDIR/SYMLINK/MKNOD: the entry from the reply, or LOOKUP when
   // the server left out the handle or attributes (they are optional).
-  void reply_created(fuse_req_t req, const nfs3::nfs_fh3& dir, const std::string& name,
+  void reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,
                      const nfs3::CreateRes& res, fuse_file_info* fi = nullptr);
+  // Drops the kernel's cached entry of directory `ino` (its mode or owner
+  // changed), on invalidator_'s thread: the kernel takes the parent's lock,
+  // which an operation waiting on this process may hold.
+  void drop_entry_later(fuse_ino_t ino);
+  void invalidate_entries(std::stop_token stop);
   void getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n);
   void read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
                   const client::Identity& who);
@@ -108,7 +130,8 @@ class Filesystem {
   // The reply goes out after d.mu is released: once the kernel has it, a
   // RELEASEDIR may delete `d` on another thread.
   std::vector<char> fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
-  using StoreEntries = std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool)>;
+  using StoreEntries =
+      std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool, const nfs3::post_op_attr&)>;
   void fs_readdirplus_fallback(fuse_req_t req, const nfs3::nfs_fh3& dir, std::uint64_t cookie,
                                const nfs3::verf8& verf, const StoreEntries& store, const client::Identity& who);
 
@@ -122,6 +145,10 @@ class Filesystem {
   std::atomic<int> open_files_{0};          // opens counted by track_open, mount-wide
   std::atomic<std::uint32_t> hidden_seq_{0};  // makes each hidden name new
   fuse_session* se_ = nullptr;
+  std::mutex drop_mu_;
+  std::condition_variable_any drop_cv_;
+  std::vector<std::pair<fuse_ino_t, std::string>> drops_;  // entries to drop, guarded by drop_mu_
+  std::jthread invalidator_;
 };
 
 // The caller of `req` as AUTH_SYS sends it: uid, gid and supplementary groups.

@@ -18,6 +18,8 @@ constexpr std::uint32_t kMaxCount = 256 * 1024;  // and maxcount: the reply's si
 
 struct Filesystem::DirHandle {
   nfs_fh3 dir;
+  fuse_ino_t ino = 0;
+  post_op_attr dir_attributes;  // with the batch: its entries' timeout needs the mode
   std::mutex mu;  // the kernel serialises readdir per open directory; this orders memory
   verf8 verf{};
   std::vector<entryplus3> batch;  // entries after cookie `start`
@@ -30,6 +32,7 @@ void Filesystem::fs_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) 
   if (!n) return;
   auto* d = new DirHandle;
   d->dir = n->fh;
+  d->ino = ino;
   fi->fh = reinterpret_cast<std::uint64_t>(d);
   if (fuse_reply_open(req, fi) != 0) delete d;
 }
@@ -53,10 +56,12 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
   }
   if (cached) return (void)fuse_reply_buf(req, cached->data(), cached->size());
   auto who = caller(req);
-  auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof) {
+  auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof,
+                                                 const post_op_attr& dir_attributes) {
     std::vector<char> listing;
     {
       std::lock_guard lk(d.mu);
+      d.dir_attributes = dir_attributes;
       d.verf = verf;
       d.batch = std::move(entries);
       d.start = cookie;
@@ -75,7 +80,7 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
         return fs_readdirplus_fallback(req, a.dir, a.cookie, a.cookieverf, store, who);
       }
       if (!r || r->status != NFS3_OK) return (void)fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
-      store(r->cookieverf, std::move(r->entries), r->eof);
+      store(r->cookieverf, std::move(r->entries), r->eof, r->dir_attributes);
     }, &who);
   }
   fs_readdirplus_fallback(req, d.dir, cookie, verf, store, who);
@@ -89,7 +94,7 @@ void Filesystem::fs_readdirplus_fallback(fuse_req_t req, const nfs_fh3& dir, std
     std::vector<entryplus3> plus;
     plus.reserve(r->entries.size());
     for (auto& e : r->entries) plus.push_back(entryplus3{e.fileid, std::move(e.name), e.cookie, {}, {}});
-    store(r->cookieverf, std::move(plus), r->eof);
+    store(r->cookieverf, std::move(plus), r->eof, r->dir_attributes);
   }, &who);
 }
 
@@ -111,11 +116,10 @@ std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t
     if (ent.name_attributes) {
       e.attr = to_stat(*ent.name_attributes);
       e.attr_timeout = attr_timeout(*ent.name_attributes);
-      e.entry_timeout = options_.noac ? 0 : options_.acdirmin_s;
+      e.entry_timeout = entry_timeout(d.dir_attributes);
       if (ent.name_handle && !dots) {
         n = nodes_->remember(*ent.name_handle);  // fuse_add_direntry_plus counts one lookup
-        e.ino = n->ino;
-        e.attr = to_stat(*ent.name_attributes, n.get());
+        e = entry_for(*n, *ent.name_attributes, d.ino, ent.name, d.dir_attributes);
       }
     }
     e.attr.st_ino = ent.fileid;

@@ -67,24 +67,24 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
     a.obj_attributes.mode = mode & 07777;
   }
   fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who, nullptr, (fi->flags & O_ACCMODE) != O_RDONLY});
-  nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dh = dir->fh, nm = std::string(name),
+  nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dir, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
     if (int e = failed(r)) {
       delete opened(&fi);
       return (void)fuse_reply_err(req, e);
     }
-    if (!exclusive || !r->obj) return reply_created(req, dh, nm, *r, &fi);
+    if (!exclusive || !r->obj) return reply_created(req, dir, nm, *r, &fi);
     SETATTR3args s;
     s.object = *r->obj;
     s.new_attributes.mode = mode & 07777;
     s.new_attributes.atime.how = s.new_attributes.mtime.how = time_how::SET_TO_SERVER_TIME;
-    nfs_->call<WccRes>(Proc::SETATTR, s, [this, req, dh, nm, fi, created = *r](Result<WccRes> w) mutable {
+    nfs_->call<WccRes>(Proc::SETATTR, s, [this, req, dir, nm, fi, created = *r](Result<WccRes> w) mutable {
       if (int e = failed(w)) {
         delete opened(&fi);
         return (void)fuse_reply_err(req, e);
       }
       created.obj_attributes = w->wcc.after;
-      reply_created(req, dh, nm, created, &fi);
+      reply_created(req, dir, nm, created, &fi);
     }, &who);
   }, &who);
 }

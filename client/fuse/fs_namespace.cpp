@@ -1,5 +1,5 @@
 // Filesystem: names and attributes (LOOKUP, GETATTR, SETATTR, the create and
-// remove family, RENAME, LINK, READLINK, FSSTAT, ACCESS).
+// remove family, RENAME, LINK, READLINK, FSSTAT).
 #include <sys/sysmacros.h>
 
 #include <limits>
@@ -32,13 +32,15 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   if (!dir) return;
   if (std::strlen(name) > name_max_) return (void)fuse_reply_err(req, ENAMETOOLONG);
   auto who = caller(req);
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req](Result<LOOKUP3res> r) {
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, nm = std::string(name)](
+                                                                      Result<LOOKUP3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    if (r->obj_attributes) return reply_entry(req, r->object, *r->obj_attributes);
+    if (r->obj_attributes) return reply_entry(req, r->object, *r->obj_attributes, parent, nm, r->dir_attributes);
     nfs_fh3 fh = r->object;
-    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [this, req, fh](Result<GETATTR3res> g) {
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [this, req, fh, parent, nm, da = r->dir_attributes](
+                                                           Result<GETATTR3res> g) {
       if (int e = failed(g)) return (void)fuse_reply_err(req, e);
-      reply_entry(req, fh, g->obj_attributes);
+      reply_entry(req, fh, g->obj_attributes, parent, nm, da);
     });
   }, &who);
 }
@@ -82,6 +84,8 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
           return (void)fuse_reply_err(req, e);
         }
         if (sa.size) writes_->truncate(*n, *sa.size);  // before the size is reported
+        // Who may search it changed: walks through it ask again (see the class comment).
+        if (sa.mode || sa.uid || sa.gid) drop_entry_later(n->ino);
         if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
         getattr_then(req, n);
       }, &who);
@@ -108,13 +112,13 @@ void Filesystem::fs_readlink(fuse_req_t req, fuse_ino_t ino) {
   }, &who);
 }
 
-void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::string& name, const CreateRes& res,
-                               fuse_file_info* fi) {
-  auto finish = [this, req, fi = fi ? std::optional<fuse_file_info>(*fi) : std::nullopt](const nfs_fh3& fh,
-                                                                                         const fattr3& a) {
-    if (!fi) return reply_entry(req, fh, a);
+void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,
+                               const CreateRes& res, fuse_file_info* fi) {
+  auto finish = [this, req, parent = dir->ino, name, fi = fi ? std::optional<fuse_file_info>(*fi) : std::nullopt](
+                    const nfs_fh3& fh, const fattr3& a, const post_op_attr& da) {
+    if (!fi) return reply_entry(req, fh, a, parent, name, da);
     auto n = nodes_->remember(fh);
-    fuse_entry_param e = entry_for(*n, a);
+    fuse_entry_param e = entry_for(*n, a, parent, name, da);
     {
       std::lock_guard lk(n->cto_mu);  // a new file: nothing cached to keep
       n->seen = true;
@@ -130,20 +134,21 @@ void Filesystem::reply_created(fuse_req_t req, const nfs_fh3& dir, const std::st
       delete opened(&out);
     }
   };
-  if (res.obj && res.obj_attributes) return finish(*res.obj, *res.obj_attributes);
+  if (res.obj && res.obj_attributes) return finish(*res.obj, *res.obj_attributes, res.dir_wcc.after);
   // The open's state dies with a failed reply (no release will come).
   auto fail = [req, open = fi ? opened(fi) : nullptr](int e) {
     delete open;
     fuse_reply_err(req, e);
   };
   auto who = caller(req);
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name}, [this, finish, fail](Result<LOOKUP3res> r) {
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, finish, fail](Result<LOOKUP3res> r) {
     if (int e = failed(r)) return fail(e);
-    if (r->obj_attributes) return finish(r->object, *r->obj_attributes);
+    if (r->obj_attributes) return finish(r->object, *r->obj_attributes, r->dir_attributes);
     nfs_fh3 fh = r->object;
-    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [fh, finish, fail](Result<GETATTR3res> g) {
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [fh, finish, fail, da = r->dir_attributes](
+                                                           Result<GETATTR3res> g) {
       if (int e = failed(g)) return fail(e);
-      finish(fh, g->obj_attributes);
+      finish(fh, g->obj_attributes, da);
     });
   }, &who);
 }
@@ -153,9 +158,9 @@ void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, m
   if (!dir) return;
   auto who = caller(req);
   std::string nm = name;
-  auto done = [this, req, dh = dir->fh, nm](Result<CreateRes> r) {
+  auto done = [this, req, dir, nm](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    reply_created(req, dh, nm, *r);
+    reply_created(req, dir, nm, *r);
   };
   if (S_ISREG(mode)) {
     CREATE3args a{{dir->fh, nm}, createmode3::GUARDED, {}, {}};
@@ -181,9 +186,9 @@ void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, m
   auto who = caller(req);
   MKDIR3args a{{dir->fh, name}, {}};
   a.attributes.mode = mode & 07777;
-  nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dh = dir->fh, nm = std::string(name)](Result<CreateRes> r) {
+  nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    reply_created(req, dh, nm, *r);
+    reply_created(req, dir, nm, *r);
   }, &who);
 }
 
@@ -192,9 +197,9 @@ void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t paren
   if (!dir) return;
   auto who = caller(req);
   SYMLINK3args a{{dir->fh, name}, {}, target};
-  nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dh = dir->fh, nm = std::string(name)](Result<CreateRes> r) {
+  nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    reply_created(req, dh, nm, *r);
+    reply_created(req, dir, nm, *r);
   }, &who);
 }
 
@@ -224,9 +229,13 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
   auto who = caller(req);
   RENAME3args a{{from->fh, name}, {to->fh, newname}};
   // An open file renamed over is hidden first, so it stays readable.
-  hide_if_open(to->fh, newname, who, [this, req, a, who](bool, int err) {
+  hide_if_open(to->fh, newname, who, [this, req, from, to, a, who](bool, int err) {
     if (err) return (void)fuse_reply_err(req, err);
-    nfs_->call<RENAME3res>(Proc::RENAME, a, [req](Result<RENAME3res> r) { fuse_reply_err(req, failed(r)); }, &who);
+    nfs_->call<RENAME3res>(Proc::RENAME, a, [this, req, p = from->ino, np = to->ino, a](Result<RENAME3res> r) {
+      int e = failed(r);
+      if (!e) nodes_->renamed(p, a.from.name, np, a.to.name);
+      fuse_reply_err(req, e);
+    }, &who);
   });
 }
 
@@ -237,12 +246,13 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
   if (!dir) return;
   auto who = caller(req);
   LINK3args a{n->fh, {dir->fh, newname}};
-  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n](Result<LINK3res> r) {
+  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, newparent, nm = a.link.name](Result<LINK3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes);
-    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n](Result<GETATTR3res> g) {
+    auto da = r->linkdir_wcc.after;
+    if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes, newparent, nm, da);
+    nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, newparent, nm, da](Result<GETATTR3res> g) {
       if (int e = failed(g)) return (void)fuse_reply_err(req, e);
-      reply_entry(req, n->fh, g->obj_attributes);
+      reply_entry(req, n->fh, g->obj_attributes, newparent, nm, da);
     });
   }, &who);
 }
@@ -265,22 +275,6 @@ void Filesystem::fs_statfs(fuse_req_t req, fuse_ino_t ino) {
     s.f_favail = r->afiles;
     s.f_namemax = name_max_;
     fuse_reply_statfs(req, &s);
-  }, &who);
-}
-
-void Filesystem::fs_access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  auto n = node(req, ino);
-  if (!n) return;
-  std::uint32_t want = 0;
-  if (mask & R_OK) want |= ACCESS3_READ;
-  if (mask & W_OK) want |= ACCESS3_MODIFY;
-  if (mask & X_OK) want |= ACCESS3_EXECUTE | ACCESS3_LOOKUP;
-  auto who = caller(req);
-  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [req, mask](Result<ACCESS3res> r) {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    bool ok = (!(mask & R_OK) || (r->access & ACCESS3_READ)) && (!(mask & W_OK) || (r->access & ACCESS3_MODIFY)) &&
-              (!(mask & X_OK) || (r->access & (ACCESS3_EXECUTE | ACCESS3_LOOKUP)));
-    fuse_reply_err(req, ok ? 0 : EACCES);
   }, &who);
 }
 

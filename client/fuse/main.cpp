@@ -136,10 +136,12 @@ int main(int argc, char** argv) {
   const auto& mo = (*fs)->options();
 
   std::string fuse_opts = "fsname=" + source + ",subtype=nfsrdma,max_read=" + std::to_string(mo.rsize);
+  // The kernel checks each caller's permissions (the Filesystem class comment says why that is enough).
+  fuse_opts += ",default_permissions";
   if (::geteuid() == 0) fuse_opts += ",allow_other";  // a network filesystem is for every user, as with nfs
   if (mo.read_only) fuse_opts += ",ro";
   for (auto& o : mo.fuse_args) {
-    if (o != "allow_other" || ::geteuid() != 0) fuse_opts += "," + o;
+    if (o != "default_permissions" && (o != "allow_other" || ::geteuid() != 0)) fuse_opts += "," + o;
   }
   std::vector<const char*> fargv = {argv[0], "-o", fuse_opts.c_str()};
   if (debug) fargv.push_back("-d");
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   spdlog::info("unmounting {}", mountpoint);
+  (*fs)->attach(nullptr);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

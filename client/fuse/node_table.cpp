@@ -45,8 +45,46 @@ void NodeTable::forget(fuse_ino_t ino, std::uint64_t lookups) {
   n.nlookup -= std::min(lookups, n.nlookup);
   if (n.nlookup > 0) return;
   // Write-behind holds its own reference until its data is committed.
+  unname(n);
   by_fh_.erase(key(n.fh));
   by_ino_.erase(it);
+}
+
+void NodeTable::unname(Node& n) {
+  if (!n.parent) return;
+  auto it = dir_names_.find(key(n.parent, n.name));
+  if (it != dir_names_.end() && it->second == n.ino) dir_names_.erase(it);
+  n.parent = 0;
+  n.name.clear();
+}
+
+void NodeTable::named(Node& dir, fuse_ino_t parent, const std::string& name) {
+  std::lock_guard lk(mu_);
+  if (dir.parent == parent && dir.name == name) return;
+  unname(dir);
+  dir.parent = parent;
+  dir.name = name;
+  dir_names_[key(parent, name)] = dir.ino;
+}
+
+void NodeTable::renamed(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent, const std::string& newname) {
+  std::lock_guard lk(mu_);
+  auto it = dir_names_.find(key(parent, name));
+  if (it == dir_names_.end()) return;
+  auto n = by_ino_.find(it->second);
+  dir_names_.erase(it);
+  if (n == by_ino_.end()) return;
+  Node& dir = *n->second;
+  dir.parent = newparent;
+  dir.name = newname;
+  dir_names_[key(newparent, newname)] = dir.ino;  // a directory renamed over is gone
+}
+
+std::optional<std::pair<fuse_ino_t, std::string>> NodeTable::entry_of(fuse_ino_t dir) {
+  std::lock_guard lk(mu_);
+  auto it = by_ino_.find(dir);
+  if (it == by_ino_.end() || !it->second->parent) return std::nullopt;
+  return std::pair{it->second->parent, it->second->name};
 }
 
 std::size_t NodeTable::size() {

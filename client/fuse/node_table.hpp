@@ -42,6 +42,11 @@ struct Node {
   std::mutex open_mu;
   int opens = 0, writers = 0;  // writers: opens for writing
   std::optional<Hidden> hidden;
+
+  // A directory's name, as the kernel last learnt it (guarded by NodeTable's
+  // lock): its cached entry is dropped when its mode or owner changes.
+  fuse_ino_t parent = 0;
+  std::string name;
 };
 
 class NodeTable {
@@ -55,15 +60,24 @@ class NodeTable {
   // The node for `fh`, made if new, with `lookups` more kernel references.
   std::shared_ptr<Node> remember(const nfs3::nfs_fh3& fh, std::uint64_t lookups = 1);
   void forget(fuse_ino_t ino, std::uint64_t lookups);
+  // Directory names (only directories: a file's many links need none):
+  // `dir` is parent/name now; a rename moves whatever directory was there.
+  void named(Node& dir, fuse_ino_t parent, const std::string& name);
+  void renamed(fuse_ino_t parent, const std::string& name, fuse_ino_t newparent, const std::string& newname);
+  // The directory's parent and name, if known.
+  std::optional<std::pair<fuse_ino_t, std::string>> entry_of(fuse_ino_t dir);
   std::size_t size();
 
  private:
   static std::string key(const nfs3::nfs_fh3& fh) {
     return {reinterpret_cast<const char*>(fh.data.data()), fh.len};
   }
+  static std::string key(fuse_ino_t parent, const std::string& name) { return std::to_string(parent) + '/' + name; }
+  void unname(Node& n);  // with mu_ held
   std::mutex mu_;  // guards the maps, next_ and every Node::nlookup
   std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> by_ino_;
   std::unordered_map<std::string, fuse_ino_t> by_fh_;
+  std::unordered_map<std::string, fuse_ino_t> dir_names_;  // parent ino '/' name -> directory
   fuse_ino_t next_ = FUSE_ROOT_ID + 1;
 };
 
