@@ -26,48 +26,63 @@ metrics::Counter& io_bytes(bool written) {
 
 using namespace nfs3;
 
-nfsstat3 NfsService::open_for_io(const CallContext& ctx, const Object& o, int flags, Fd& out) const {
-  struct stat st {};
-  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
-  if (S_ISDIR(st.st_mode)) return NFS3ERR_ISDIR;
-  if (!S_ISREG(st.st_mode)) return NFS3ERR_INVAL;
-  ProcPath path(o.fd.get());
-  out = Fd(::open(path.c_str(), flags | O_CLOEXEC));
-  if (!out.valid() && errno == EACCES) {
-    Credentials who = identity(ctx, o);
-    if (st.st_uid == who.uid) {
-      if (!become_root()) return NFS3ERR_SERVERFAULT;
-      out = Fd(::open(path.c_str(), flags | O_CLOEXEC));
-      int err = errno;
-      if (!become(who)) {
-        out.reset();
-        return NFS3ERR_SERVERFAULT;
-      }
-      errno = err;
-    } else {
-      errno = EACCES;
+nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool write, Object& o,
+                             std::shared_ptr<const OpenFiles::File>& f, struct stat& st) {
+  const Need need = write ? Need::modify : Need::read;
+  if ((f = files_.get(fh, write))) {
+    o.ex = exports_.by_id(f->export_id);
+    if (!o.ex) {
+      files_.forget(fh);
+      return NFS3ERR_STALE;
     }
+    if (auto s = admit(ctx, need, o); s != NFS3_OK) return s;
+  } else {
+    Object path;
+    if (auto s = access(ctx, fh, need, path); s != NFS3_OK) return s;
+    if (stat_fd(path.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+    if (S_ISDIR(st.st_mode)) return NFS3ERR_ISDIR;
+    if (!S_ISREG(st.st_mode)) return NFS3ERR_INVAL;
+    // Opened by root and kept for every caller: each one's permission is checked below.
+    Credentials who = identity(ctx, path);
+    if (!become_root()) return NFS3ERR_SERVERFAULT;
+    Fd io(::open(ProcPath(path.fd.get()).c_str(), (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOCTTY));
+    int err = errno;
+    if (!become(who)) return NFS3ERR_SERVERFAULT;
+    if (!io.valid()) return errno_to_nfsstat3(err);
+    o.ex = path.ex;
+    o.opts = path.opts;
+    f = files_.put(fh, write, {path.ex->id, std::move(path.fd), std::move(io)});
   }
-  return out.valid() ? NFS3_OK : errno_to_nfsstat3(errno);
+  // Every call: the file still has a name (else the handle is stale, as on
+  // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
+  // the thread's fsuid, fsgid and groups).
+  if (::fstat(f->io.get(), &st) != 0) return errno_to_nfsstat3(errno);
+  if (st.st_nlink == 0) {
+    files_.forget(fh);
+    return NFS3ERR_STALE;
+  }
+  if (::faccessat(f->path.get(), "", write ? W_OK : R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
+    if (errno != EACCES || st.st_uid != identity(ctx, o).uid) return errno_to_nfsstat3(errno);
+  }
+  return NFS3_OK;
 }
 
 void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encoder& out, rpc::ReplyMessage& reply) {
   const std::size_t start = out.size();
-  auto fail = [&](nfsstat3 s, const Object* o) {
+  auto fail = [&](nfsstat3 s, const Object* o, const struct stat* st) {
     out.truncate(start);
     reply.payload_in_area = false;
     reply.payload_length = 0;
     READ3res r;
     r.status = s;
-    if (o && o->ex) r.file_attributes = post_op(*o);
+    if (o && st) r.file_attributes = to_fattr3(*st, *o->ex);
     codec(out, r);
   };
   Object o;
-  if (auto s = access(ctx, a.file, Need::read, o); s != NFS3_OK) return fail(s, nullptr);
-  Fd f;
-  if (auto s = open_for_io(ctx, o, O_RDONLY, f); s != NFS3_OK) return fail(s, &o);
+  std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
-  if (::fstat(f.get(), &st) != 0) return fail(errno_to_nfsstat3(errno), &o);
+  if (auto s = io_file(ctx, a.file, false, o, f, st); s != NFS3_OK) return fail(s, nullptr, nullptr);
+  const int fd = f->io.get();
   std::uint32_t count = std::min(a.count, limits_.rtmax);
 
   if (reply.area.size() >= count) {
@@ -75,9 +90,9 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     // reply reduced; the data goes out by RDMA Write from where it landed.
     std::size_t got = 0;
     while (got < count) {
-      ssize_t n = ::pread(f.get(), reply.area.data() + got, count - got, static_cast<off_t>(a.offset + got));
+      ssize_t n = ::pread(fd, reply.area.data() + got, count - got, static_cast<off_t>(a.offset + got));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return fail(errno_to_nfsstat3(errno), &o);
+      if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
       if (n == 0) break;
       got += static_cast<std::size_t>(n);
     }
@@ -104,9 +119,9 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   auto room = out.reserved(data_at, count);
   std::size_t got = 0;
   while (got < count) {
-    ssize_t n = ::pread(f.get(), room.data() + got, count - got, static_cast<off_t>(a.offset + got));
+    ssize_t n = ::pread(fd, room.data() + got, count - got, static_cast<off_t>(a.offset + got));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(errno_to_nfsstat3(errno), &o);
+    if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
@@ -120,35 +135,42 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
 }
 
 nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE3res& r) {
-  Object o;
-  if (auto s = access(ctx, a.file, Need::modify, o); s != NFS3_OK) return s;
-  r.file_wcc.before = pre_op(o);
   if (a.count != a.data.size()) return NFS3ERR_INVAL;
-  Fd f;
-  if (auto s = open_for_io(ctx, o, O_WRONLY, f); s != NFS3_OK) return s;
+  Object o;
+  std::shared_ptr<const OpenFiles::File> f;
+  struct stat st {};
+  if (auto s = io_file(ctx, a.file, true, o, f, st); s != NFS3_OK) return s;
+  r.file_wcc.before = to_wcc_attr(st);
+  const int fd = f->io.get();
+  auto after = [&] {
+    struct stat now {};
+    if (::fstat(fd, &now) == 0) r.file_wcc.after = to_fattr3(now, *o.ex);
+  };
   std::size_t done = 0;
   while (done < a.data.size()) {
-    ssize_t n = ::pwrite(f.get(), a.data.data() + done, a.data.size() - done, static_cast<off_t>(a.offset + done));
+    ssize_t n = ::pwrite(fd, a.data.data() + done, a.data.size() - done, static_cast<off_t>(a.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      r.file_wcc.after = post_op(o);
-      return errno_to_nfsstat3(n < 0 ? errno : EIO);
+      int err = n < 0 ? errno : EIO;
+      after();
+      return errno_to_nfsstat3(err);
     }
     done += static_cast<std::size_t>(n);
   }
   // `async` exports skip the flush but still report what the client asked for.
   if (o.opts->sync && a.stable != stable_how::UNSTABLE) {
-    int rc = a.stable == stable_how::FILE_SYNC ? ::fsync(f.get()) : ::fdatasync(f.get());
+    int rc = a.stable == stable_how::FILE_SYNC ? ::fsync(fd) : ::fdatasync(fd);
     if (rc != 0) {
-      r.file_wcc.after = post_op(o);
-      return errno_to_nfsstat3(errno);
+      int err = errno;
+      after();
+      return errno_to_nfsstat3(err);
     }
   }
   r.count = static_cast<std::uint32_t>(done);
   io_bytes(true).inc(done);
   r.committed = a.stable;
   r.verf = write_verf_;
-  r.file_wcc.after = post_op(o);
+  after();
   return NFS3_OK;
 }
 
@@ -160,13 +182,20 @@ nfsstat3 NfsService::do_commit(const CallContext& ctx, const COMMIT3args& a, COM
   if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? NFS3ERR_ISDIR : NFS3ERR_INVAL;
   if (o.opts->sync) {
-    // Flushing needs no permission of the caller: it changes nothing they could not.
-    Credentials who = identity(ctx, o);
-    if (!become_root()) return NFS3ERR_SERVERFAULT;
-    Fd f(::open(ProcPath(o.fd.get()).c_str(), O_RDONLY | O_CLOEXEC));
-    int rc = f.valid() ? ::fsync(f.get()) : -1;
-    int err = errno;
-    if (!become(who)) return NFS3ERR_SERVERFAULT;
+    // Flushing needs no permission of the caller: it changes nothing they
+    // could not. The writers' descriptor if it is open, else one opened as root.
+    int rc, err;
+    if (auto f = files_.get(a.file, true)) {
+      rc = ::fsync(f->io.get());
+      err = errno;
+    } else {
+      Credentials who = identity(ctx, o);
+      if (!become_root()) return NFS3ERR_SERVERFAULT;
+      Fd fd(::open(ProcPath(o.fd.get()).c_str(), O_RDONLY | O_CLOEXEC));
+      rc = fd.valid() ? ::fsync(fd.get()) : -1;
+      err = errno;
+      if (!become(who)) return NFS3ERR_SERVERFAULT;
+    }
     if (rc != 0) {
       r.file_wcc.after = post_op(o);
       return errno_to_nfsstat3(err);

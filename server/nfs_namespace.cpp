@@ -141,9 +141,12 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
   nfsstat3 s = check_name(a.name);
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
+  nfs_fh3 victim;  // an open file removed is closed now, not when the cache lets it go
+  bool known = s == NFS3_OK && !dir_wanted && handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
   if (s == NFS3_OK && ::unlinkat(dir.fd.get(), a.name.c_str(), dir_wanted ? AT_REMOVEDIR : 0) != 0) {
     s = errno_to_nfsstat3(errno);
   }
+  if (s == NFS3_OK && known) files_.forget(victim);
   r.wcc.after = post_op(dir);
   return s;
 }
@@ -158,9 +161,12 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
   nfsstat3 s = check_name(a.from.name);
   if (s == NFS3_OK) s = check_name(a.to.name);
   if (s == NFS3_OK && (is_dot_or_dotdot(a.from.name) || is_dot_or_dotdot(a.to.name))) s = NFS3ERR_INVAL;
+  nfs_fh3 victim;  // what the rename replaces, as for REMOVE
+  bool known = s == NFS3_OK && handle_of_child(exports_, *to.ex, to.fd.get(), a.to.name.c_str(), victim) == NFS3_OK;
   if (s == NFS3_OK && ::renameat(from.fd.get(), a.from.name.c_str(), to.fd.get(), a.to.name.c_str()) != 0) {
     s = errno_to_nfsstat3(errno);
   }
+  if (s == NFS3_OK && known) files_.forget(victim);
   r.fromdir_wcc.after = post_op(from);
   r.todir_wcc.after = post_op(to);
   return s;

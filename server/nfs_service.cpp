@@ -84,18 +84,22 @@ rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, x
 nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need, Object& out) const {
   if (!become_root()) return NFS3ERR_SERVERFAULT;
   if (auto s = open_handle(exports_, fh, out); s != NFS3_OK) return s;
-  out.opts = out.ex->entry.options_for(ctx.peer.addr);
-  if (!out.opts) {
-    NFSRDMA_LOG_LIMITED(info, "nfs: {} is not allowed to use export {}", ctx.peer.describe(), out.ex->entry.path);
+  return admit(ctx, need, out);
+}
+
+nfsstat3 NfsService::admit(const CallContext& ctx, Need need, Object& o) const {
+  o.opts = o.ex->entry.options_for(ctx.peer.addr);
+  if (!o.opts) {
+    NFSRDMA_LOG_LIMITED(info, "nfs: {} is not allowed to use export {}", ctx.peer.describe(), o.ex->entry.path);
     return NFS3ERR_ACCES;
   }
-  if (out.opts->secure && !ctx.secure) {
+  if (o.opts->secure && !ctx.secure) {
     NFSRDMA_LOG_LIMITED(info, "nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
-                 out.ex->entry.path);
+                 o.ex->entry.path);
     return NFS3ERR_PERM;
   }
-  if (need == Need::modify && !out.opts->rw) return NFS3ERR_ROFS;
-  return become(identity(ctx, out)) ? NFS3_OK : NFS3ERR_SERVERFAULT;
+  if (need == Need::modify && !o.opts->rw) return NFS3ERR_ROFS;
+  return become(identity(ctx, o)) ? NFS3_OK : NFS3ERR_SERVERFAULT;
 }
 
 Credentials NfsService::identity(const CallContext& ctx, const Object& o) const {
@@ -120,7 +124,7 @@ nfsstat3 apply_sattr(const Object& o, const sattr3& attrs, const Credentials& wh
     if (!S_ISREG(st.st_mode)) return NFS3ERR_INVAL;
     Fd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
     if (!f.valid() && errno == EACCES && st.st_uid == who.uid) {
-      // Owner override, as for WRITE (see open_for_io).
+      // Owner override, as for WRITE (see io_file).
       if (!become_root()) return NFS3ERR_SERVERFAULT;
       f = Fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK));
       int err = errno;

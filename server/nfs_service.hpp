@@ -6,13 +6,16 @@
 // calls access(), which opens the handle as root, checks that the caller's
 // address may use the export (NFS3ERR_ACCES), its source port if the export is
 // `secure` (NFS3ERR_PERM) and read-only exports (NFS3ERR_ROFS), then switches the
-// thread to the caller's squashed identity for the rest of the call.
+// thread to the caller's squashed identity for the rest of the call. READ,
+// WRITE and COMMIT find their file in an open-file cache instead when it is
+// there (io_file), and make the same checks without opening the handle.
 #pragma once
 
 #include "lib/nfs3/nfs3_procs.hpp"
 #include "lib/rpc/rpc.hpp"
 #include "server/call_context.hpp"
 #include "server/fs.hpp"
+#include "server/open_files.hpp"
 
 namespace nfsrdma::server {
 
@@ -37,6 +40,9 @@ class NfsService {
  private:
   enum class Need : std::uint8_t { read, modify };
   nfs3::nfsstat3 access(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out) const;
+  // The export checks of access() for `o.ex`, which it fills `o.opts` from,
+  // then the caller's identity.
+  nfs3::nfsstat3 admit(const CallContext& ctx, Need need, Object& o) const;
   Credentials identity(const CallContext& ctx, const Object& o) const;
 
   // nfs_service.cpp
@@ -67,10 +73,14 @@ class NfsService {
   void do_read(const CallContext&, const nfs3::READ3args&, xdr::Encoder& out, rpc::ReplyMessage& reply);
   nfs3::nfsstat3 do_write(const CallContext&, const nfs3::WRITE3args&, nfs3::WRITE3res&);
   nfs3::nfsstat3 do_commit(const CallContext&, const nfs3::COMMIT3args&, nfs3::COMMIT3res&);
-  // Opens a regular file for I/O as the caller; the owner may always read and
-  // write their own file (nfsd's owner override: a file created 0444 over NFS
-  // must still take the writes that follow).
-  nfs3::nfsstat3 open_for_io(const CallContext& ctx, const Object& o, int flags, Fd& out) const;
+  // The regular file `fh` names, open for reading or writing, from files_ or
+  // opened and kept there, and `st`, its attributes now. The caller's
+  // permission is checked on every call; the owner may always read and write
+  // their own file (nfsd's owner override: a file created 0444 over NFS must
+  // still take the writes that follow). `o` gets the export and its options
+  // (not a descriptor).
+  nfs3::nfsstat3 io_file(const CallContext& ctx, const nfs3::nfs_fh3& fh, bool write, Object& o,
+                         std::shared_ptr<const OpenFiles::File>& f, struct stat& st);
   // nfs_readdir.cpp
   // Opens a directory for listing as the caller; fills its attributes and cookie verifier.
   nfs3::nfsstat3 open_listing(const CallContext& ctx, const nfs3::nfs_fh3& fh, Object& dir, Fd& f, struct stat& st,
@@ -81,6 +91,7 @@ class NfsService {
   const ExportTable& exports_;
   NfsLimits limits_;
   nfs3::verf8 write_verf_;
+  OpenFiles files_{256, std::chrono::seconds(2)};
 };
 
 // Applies the settable attributes to an object as the current identity.

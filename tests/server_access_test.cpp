@@ -222,6 +222,46 @@ std::uint32_t accept_stat_of(const std::vector<std::uint8_t>& reply, rpc::ReplyH
   return static_cast<std::uint32_t>(r->accept);
 }
 
+// READ and WRITE keep their files open between calls (server/open_files.hpp):
+// each call is still checked for its own caller, the file's mode now and the
+// name it still has.
+TEST_F(ServerAccess, KeptOpenFilesAreCheckedForEveryCall) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  Client owner(*server_), other(*server_);
+  owner.as = {1000, 1000, {}};
+  other.as = {1001, 1001, {}};
+  nfs_fh3 root = owner.mount_root(dir_.path());
+  other.mount_root(dir_.path());
+  nfs_fh3 f = owner.create(root, "mine", 0644);
+  owner.write(f, 0, "twelve bytes");
+  EXPECT_EQ(other.read(f, 0, 12), "twelve bytes");  // both now open in the server
+  auto status = [&](Client& c, Proc proc) {
+    static const std::uint8_t kData[] = {'x'};
+    if (proc == Proc::READ) return c.call<READ3res>(proc, READ3args{f, 0, 12}).status;
+    return c.call<WRITE3res>(proc, WRITE3args{f, 0, 1, stable_how::FILE_SYNC, kData}).status;
+  };
+  EXPECT_EQ(status(other, Proc::WRITE), NFS3ERR_ACCES);  // 0644: not 1001's to write
+  ASSERT_EQ(::chmod((dir_.path() + "/mine").c_str(), 0600), 0);
+  EXPECT_EQ(status(other, Proc::READ), NFS3ERR_ACCES);   // the mode now, not when opened
+  ASSERT_EQ(::chmod((dir_.path() + "/mine").c_str(), 0), 0);
+  EXPECT_EQ(status(owner, Proc::READ), NFS3_OK);  // the owner's override, as before
+  EXPECT_EQ(status(owner, Proc::WRITE), NFS3_OK);
+  // Removed on the server itself: stale, as a reopen by handle would say.
+  ASSERT_EQ(::unlink((dir_.path() + "/mine").c_str()), 0);
+  EXPECT_EQ(status(owner, Proc::READ), NFS3ERR_STALE);
+  EXPECT_EQ(status(owner, Proc::WRITE), NFS3ERR_STALE);
+  // Removed over NFS while open: stale too, and renamed over likewise.
+  nfs_fh3 g = owner.create(root, "gone", 0644);
+  owner.write(g, 0, "data");
+  EXPECT_EQ(owner.call<WccRes>(Proc::REMOVE, diropargs3{root, "gone"}).status, NFS3_OK);
+  EXPECT_EQ(owner.call<READ3res>(Proc::READ, READ3args{g, 0, 4}).status, NFS3ERR_STALE);
+  nfs_fh3 h = owner.create(root, "replaced", 0644);
+  owner.write(h, 0, "old");
+  owner.create(root, "new", 0644);
+  EXPECT_EQ(owner.call<RENAME3res>(Proc::RENAME, RENAME3args{{root, "new"}, {root, "replaced"}}).status, NFS3_OK);
+  EXPECT_EQ(owner.call<READ3res>(Proc::READ, READ3args{h, 0, 3}).status, NFS3ERR_STALE);
+}
+
 TEST_F(ServerAccess, RpcLevelErrors) {
   start({dir_.path() + " 127.0.0.1(rw,no_root_squash)"});
   Client c(*server_);

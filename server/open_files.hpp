@@ -1,0 +1,86 @@
+// Descriptors open for READ, WRITE and COMMIT, kept between calls (nfsd's
+// open-file cache): a call that finds its file here neither resolves its
+// handle nor reopens the file, so a cached READ is fstat, faccessat2 and pread.
+//
+// An entry holds the file's O_PATH descriptor and one opened by root, for
+// reading or for writing (two entries when a file is both read and written).
+// Permission stays the caller's, checked on every call (NfsService::io_file).
+// Bounded: at most `capacity` entries, the least recently used closed first,
+// and a reaper thread closes what was unused for `idle`, so that a file removed
+// on the server does not keep its space, nor a file written here its ETXTBSY,
+// for longer. REMOVE and RENAME forget what they unlink; a call that finds
+// its file has no links left forgets it too (its handle is stale).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "lib/nfs3/nfs3_types.hpp"
+#include "lib/transport/tcp/socket.hpp"
+
+namespace nfsrdma::server {
+
+class OpenFiles {
+ public:
+  struct File {
+    std::uint32_t export_id = 0;
+    tcp::Fd path;  // O_PATH
+    tcp::Fd io;    // O_RDONLY or O_WRONLY, opened as root
+  };
+
+  OpenFiles(std::size_t capacity, std::chrono::milliseconds idle);
+  ~OpenFiles();
+  OpenFiles(const OpenFiles&) = delete;
+  OpenFiles& operator=(const OpenFiles&) = delete;
+
+  // The entry for `fh` open for writing (or reading), or null.
+  std::shared_ptr<const File> get(const nfs3::nfs_fh3& fh, bool write);
+  // Keeps `f` as the entry for `fh` (replacing one another call added first).
+  std::shared_ptr<const File> put(const nfs3::nfs_fh3& fh, bool write, File f);
+  // Closes both entries for `fh`, once the calls using them are done.
+  void forget(const nfs3::nfs_fh3& fh);
+  std::size_t size();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    std::shared_ptr<const File> file;
+    std::list<std::string>::iterator lru;  // in lru_, most recent first
+    Clock::time_point used;
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // The map key: the handle's bytes and 'w' or 'r', built without allocating.
+  class Key {
+   public:
+    Key(const nfs3::nfs_fh3& fh, bool write);
+    std::string_view view() const { return {buf_, len_}; }
+
+   private:
+    char buf_[nfs3::kFhSize + 1];
+    std::size_t len_;
+  };
+  // Drops the entry at `it` (mu_ held); its file closes when `out` goes.
+  void drop(std::unordered_map<std::string, Entry, Hash, std::equal_to<>>::iterator it,
+            std::vector<std::shared_ptr<const File>>& out);
+  void reap(std::stop_token stop);
+
+  const std::size_t capacity_;
+  const std::chrono::milliseconds idle_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> entries_;
+  std::list<std::string> lru_;
+  std::condition_variable_any reaper_cv_;
+  std::jthread reaper_;  // last: stops before the rest goes
+};
+
+}  // namespace nfsrdma::server
