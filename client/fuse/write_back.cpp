@@ -330,7 +330,11 @@ void WriteBack::commit_all() {
     std::lock_guard lk(mu_);
     for (auto& [p, n] : dirty_) nodes.push_back(n);
   }
-  for (auto& n : nodes) commit(n, nullptr);
+  // A pool ran out: what is still being sent holds chunks too, so each round
+  // waits for its WRITEs and commits them. Committing only what was unstable
+  // freed next to nothing when replies were slow (RDMA: the server pulls the
+  // data first), and the writers then waited for a new write to try again.
+  for (auto& n : nodes) drain(n, [this, n] { enqueue_commit(n, nullptr); });
 }
 
 void WriteBack::flusher_loop() {
