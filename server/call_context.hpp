@@ -11,6 +11,11 @@ struct CallContext {
   Credentials caller;      // from AUTH_SYS, before squashing
   bool anonymous = false;  // AUTH_NONE
   bool secure = false;     // see rpc::IncomingCall::secure
+  // On a transport's own thread (Dispatcher::handle_inline): a procedure that
+  // would have to wait (open a file, read from disk) sets would_block instead
+  // and its reply is thrown away, for a worker to run the call again.
+  bool may_block = true;
+  mutable bool would_block = false;
 };
 
 }  // namespace nfsrdma::server

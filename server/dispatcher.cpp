@@ -36,10 +36,14 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 }  // namespace
 
+constexpr const char* kInlineHelp = "NULL and READ calls tried on their connection's thread: run there, or passed to a worker";
+
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
     : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc),
       drc_hits_(metrics::registry().counter("nfsrdma_server_drc_hits_total",
-                                            "Retransmitted calls answered from the duplicate request cache")) {
+                                            "Retransmitted calls answered from the duplicate request cache")),
+      inline_ran_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "ran"}})),
+      inline_passed_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "worker"}})) {
   auto& r = metrics::registry();
   auto make = [&](const char* program, const char* proc) {
     metrics::Labels l = {{"program", program}, {"proc", proc}};
@@ -84,7 +88,21 @@ std::size_t Dispatcher::reply_bound(std::span<const std::uint8_t> call, std::siz
   return kReplyHeader + nfs_.result_bound(h->proc, d);
 }
 
-void Dispatcher::handle(rpc::IncomingCall&& call) {
+void Dispatcher::handle(rpc::IncomingCall&& call) { run(call, true); }
+
+bool Dispatcher::handle_inline(rpc::IncomingCall& call) {
+  if (call.listener != kNfsListener) return false;
+  xdr::Decoder d(call.message);
+  auto h = rpc::decode_call(d);
+  if (!h || h->prog != nfs3::kProgram) return false;
+  auto proc = static_cast<nfs3::Proc>(h->proc);
+  if (proc != nfs3::Proc::NULL_ && proc != nfs3::Proc::READ) return false;
+  bool ran = run(call, false);
+  (ran ? inline_ran_ : inline_passed_).inc();
+  return ran;
+}
+
+bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   const auto started = std::chrono::steady_clock::now();
   const rpc::Peer& peer = call.channel->peer();
   xdr::Decoder d(call.message);
@@ -94,12 +112,15 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     // Without a sound header there is nobody to answer (RFC 5531 §9).
     NFSRDMA_LOG_LIMITED(info, "rpc: undecodable call header from {}: {}", peer.describe(), h.error().describe());
     call.channel->drop();
-    return;
+    return true;
   }
   rpc::ReplyMessage reply;
   reply.area = call.reply_area;
   xdr::Encoder out(reply.bytes);
-  auto send = [&] { call.channel->send(std::move(reply)); };
+  auto send = [&] {
+    call.channel->send(std::move(reply));
+    return true;
+  };
 
   if (h->rpcvers != rpc::kRpcVersion) {
     NFSRDMA_LOG_LIMITED(info, "rpc: call from {} with RPC version {}", peer.describe(), h->rpcvers);
@@ -118,7 +139,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     return send();
   }
 
-  CallContext ctx{peer, {}, false, call.secure};
+  CallContext ctx{peer, {}, false, call.secure, may_block};
   if (h->cred.flavor == rpc::AuthFlavor::sys) {
     auto sys = rpc::decode_auth_sys(h->cred.body);
     if (!sys) {
@@ -151,7 +172,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
       case DuplicateRequestCache::Verdict::in_progress:
         spdlog::debug("rpc: dropping retransmission of xid {:#x} from {} still in progress", h->xid, peer.describe());
         call.channel->drop();
-        return;
+        return true;
       case DuplicateRequestCache::Verdict::replay:
         spdlog::debug("rpc: replaying cached reply for xid {:#x} from {}", h->xid, peer.describe());
         drc_hits_.inc();
@@ -172,6 +193,10 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
     stat = portmap_->handle(ctx, h->proc, d, out);
   } else {
     stat = rpc::AcceptStat::prog_unavail;
+  }
+  if (ctx.would_block) {
+    NFSRDMA_CHECK(!cached);  // only idempotent procedures run inline
+    return false;
   }
   if (stat != rpc::AcceptStat::success) {
     NFSRDMA_LOG_LIMITED(info, "rpc: {} {} from {}: {}", prog.name, proc_name(prog, h->proc), peer.describe(),
@@ -199,6 +224,7 @@ void Dispatcher::handle(rpc::IncomingCall&& call) {
   if (failed) m.errors->inc();
   send();
   m.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return true;
 }
 
 }  // namespace nfsrdma::server

@@ -22,6 +22,11 @@ class Dispatcher {
 
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
+  // On a transport's own thread: runs `call` to completion and returns true
+  // when it cannot block (NULL; READ of a file kept open whose data is in the
+  // page cache). Otherwise returns false with nothing sent and `call` as it
+  // was, for handle() on a worker.
+  bool handle_inline(rpc::IncomingCall& call);
   // The most a reply to `call` can take (tcp::TcpServerOptions::reply_bound):
   // exact for NFS, `otherwise` for MOUNT and PORTMAP (an export list has no
   // fixed size) and for anything that does not decode.
@@ -43,7 +48,9 @@ class Dispatcher {
   static constexpr std::uint32_t kProcs = 32;
   std::array<Series, 3 * kProcs + 1> series_{};  // NFS, MOUNT, PORTMAP; the last for anything else
   Series& series(std::uint32_t prog, std::uint32_t proc);
+  bool run(rpc::IncomingCall& call, bool may_block);
   metrics::Counter& drc_hits_;
+  metrics::Counter &inline_ran_, &inline_passed_;
 };
 
 }  // namespace nfsrdma::server

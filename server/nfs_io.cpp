@@ -5,6 +5,7 @@
 // are patched afterwards; the data's place is recorded for transports that
 // move it separately (an RDMA Write chunk).
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +38,10 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     }
     if (auto s = admit(ctx, need, o); s != NFS3_OK) return s;
   } else {
+    if (!ctx.may_block) {
+      ctx.would_block = true;  // resolving and opening may read from disk
+      return NFS3ERR_JUKEBOX;
+    }
     Object path;
     if (auto s = access(ctx, fh, need, path); s != NFS3_OK) return s;
     if (stat_fd(path.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
@@ -83,6 +88,15 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   struct stat st {};
   if (auto s = io_file(ctx, a.file, false, o, f, st); s != NFS3_OK) return fail(s, nullptr, nullptr);
   const int fd = f->io.get();
+  // Inline (ctx.may_block false), only what the page cache holds: EAGAIN
+  // (or a filesystem without RWF_NOWAIT) sends the call to a worker.
+  auto pread_some = [&](std::uint8_t* dst, std::size_t len, std::uint64_t off) -> ssize_t {
+    if (ctx.may_block) return ::pread(fd, dst, len, static_cast<off_t>(off));
+    iovec v{dst, len};
+    ssize_t n = ::preadv2(fd, &v, 1, static_cast<off_t>(off), RWF_NOWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) ctx.would_block = true;
+    return n;
+  };
   std::uint32_t count = std::min(a.count, limits_.rtmax);
 
   if (reply.area.size() >= count) {
@@ -90,7 +104,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     // reply reduced; the data goes out by RDMA Write from where it landed.
     std::size_t got = 0;
     while (got < count) {
-      ssize_t n = ::pread(fd, reply.area.data() + got, count - got, static_cast<off_t>(a.offset + got));
+      ssize_t n = pread_some(reply.area.data() + got, count - got, a.offset + got);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
       if (n == 0) break;
@@ -119,7 +133,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   auto room = out.reserved(data_at, count);
   std::size_t got = 0;
   while (got < count) {
-    ssize_t n = ::pread(fd, room.data() + got, count - got, static_cast<off_t>(a.offset + got));
+    ssize_t n = pread_some(room.data() + got, count - got, a.offset + got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
     if (n == 0) break;

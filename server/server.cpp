@@ -60,6 +60,9 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     ro.admission = config.admission;
     ro.payload_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
     auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
+      // Each connection has a thread of its own: calls that cannot block run
+      // to completion on it, without the hand-off to a worker and back.
+      if (d->handle_inline(call)) return;
       pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
     });
     if (r) {

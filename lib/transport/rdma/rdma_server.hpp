@@ -6,10 +6,11 @@
 // client's Write chunk (RDMA Write, then the Send) or through its Reply chunk.
 //
 // Theory of operation, per call (one Request, one of `credits` per connection):
-//   received -> [pulling: RDMA Reads of the Read chunk] -> executing (the
-//   handler's worker) -> [pushing: RDMA Writes into the Write or Reply chunk]
-//   -> sent. RMA completions move a request on from the connection's progress
-//   thread; replies start on the worker that executed the call. Running out of
+//   received -> [pulling: RDMA Reads of the Read chunk] -> executing (in the
+//   handler: on the progress thread, or a worker it hands the call to) ->
+//   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. RMA
+//   completions move a request on from the connection's progress thread;
+//   replies start on whichever thread executed the call. Running out of
 //   payload buffers is a wait (PayloadPool), not an error. The Send of a reply
 //   is posted only after its RDMA Writes completed, so the data is in place
 //   before the client sees the reply on every provider.
