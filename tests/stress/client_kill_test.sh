@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Clients killed with SIGKILL in the middle of writes, over RPC-RDMA and TCP:
 # the server frees each connection's credits and registered memory (the
-# metrics return to what they were before), keeps no descriptors, its resident
+# metrics return to what they were before), keeps no descriptors once the files
+# its writes kept open have closed (2 s unused), its resident
 # memory comes back to within 32 MiB of where it started and, in the long
 # version, grows by at most 4 MiB over the second 50 kills (a leak of even
 # 100 KiB a kill would show; the allocator fills its arenas over the first 20
@@ -49,6 +50,9 @@ done
 idle || true
 [ "$(metric "$MET" nfsrdma_server_rdma_connections)" = 0 ] || fail "RDMA connections left open after $KILLS kills"
 [ "$(metric "$MET" nfsrdma_server_rdma_credits_in_use)" = 0 ] || fail "credits still in use after $KILLS kills"
+# Files the writes kept open close after 2 s unused (server/open_files.hpp).
+for _ in $(seq 50); do [ "$(metric "$MET" nfsrdma_server_open_files)" = 0 ] && break; sleep 0.1; done
+[ "$(metric "$MET" nfsrdma_server_open_files)" = 0 ] || fail "files still open 5 s after the last client"
 sleep 1
 rss1=$(rss_kib "$SERVER_PID") fds1=$(fds "$SERVER_PID")
 reg1=$(metric "$MET" 'nfsrdma_rdma_registered_bytes{access="local"}')/$(metric "$MET" 'nfsrdma_rdma_registered_bytes{access="remote"}')
