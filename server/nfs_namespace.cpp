@@ -142,7 +142,8 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
   nfs_fh3 victim;  // an open file removed is closed now, not when the cache lets it go
-  bool known = s == NFS3_OK && !dir_wanted && handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
+  bool known = s == NFS3_OK && !dir_wanted && files_.size() > 0 &&
+               handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
   if (s == NFS3_OK && ::unlinkat(dir.fd.get(), a.name.c_str(), dir_wanted ? AT_REMOVEDIR : 0) != 0) {
     s = errno_to_nfsstat3(errno);
   }
@@ -162,7 +163,8 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
   if (s == NFS3_OK) s = check_name(a.to.name);
   if (s == NFS3_OK && (is_dot_or_dotdot(a.from.name) || is_dot_or_dotdot(a.to.name))) s = NFS3ERR_INVAL;
   nfs_fh3 victim;  // what the rename replaces, as for REMOVE
-  bool known = s == NFS3_OK && handle_of_child(exports_, *to.ex, to.fd.get(), a.to.name.c_str(), victim) == NFS3_OK;
+  bool known = s == NFS3_OK && files_.size() > 0 &&
+               handle_of_child(exports_, *to.ex, to.fd.get(), a.to.name.c_str(), victim) == NFS3_OK;
   if (s == NFS3_OK && ::renameat(from.fd.get(), a.from.name.c_str(), to.fd.get(), a.to.name.c_str()) != 0) {
     s = errno_to_nfsstat3(errno);
   }

@@ -133,6 +133,11 @@ void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a,
 }
 
 void Filesystem::attach(fuse_session* se) {
+  {
+    std::lock_guard lk(drop_mu_);
+    dropping_ = se != nullptr;
+    drops_.clear();
+  }
   if (!se) {
     invalidator_ = {};  // joins
     se_ = nullptr;
@@ -144,9 +149,10 @@ void Filesystem::attach(fuse_session* se) {
 
 void Filesystem::drop_entry_later(fuse_ino_t ino) {
   auto entry = nodes_->entry_of(ino);
-  if (!entry || !se_) return;
+  if (!entry) return;
   {
     std::lock_guard lk(drop_mu_);
+    if (!dropping_) return;  // no session: no kernel cache to drop from
     drops_.push_back(std::move(*entry));
   }
   drop_cv_.notify_one();

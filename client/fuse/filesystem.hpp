@@ -6,7 +6,10 @@
 // Caching: the kernel keeps attributes and dentries for the timeouts given in
 // each reply (acregmin..acregmax for files, acdirmin..acdirmax for
 // directories, longer for files unchanged for longer, 0 with noac), which is
-// the NFS attribute cache.
+// the NFS attribute cache. open() always asks the server (ACCESS returns fresh
+// attributes) and keeps the kernel's cached pages only when mtime, ctime and
+// size are what the last open saw: close-to-open consistency. flush (close)
+// and fsync COMMIT the write-behind data.
 //
 // Permissions: the kernel checks every caller against the cached mode and
 // owner (default_permissions, always on): search permission on each path
@@ -15,10 +18,7 @@
 // though a server that squashes root treats it as nobody: so a name in a
 // directory that others may not search is never cached (entry timeout 0),
 // every walk through it is a LOOKUP the server answers for the caller, and a
-// directory whose mode or owner changes here loses its cached entry at once. open() always asks the server (ACCESS returns fresh
-// attributes) and keeps the kernel's cached pages only when mtime, ctime and
-// size are what the last open saw: close-to-open consistency. flush (close)
-// and fsync COMMIT the write-behind data.
+// directory whose mode or owner changes here loses its cached entry at once.
 #pragma once
 
 #include <fuse_lowlevel.h>
@@ -148,6 +148,7 @@ class Filesystem {
   std::mutex drop_mu_;
   std::condition_variable_any drop_cv_;
   std::vector<std::pair<fuse_ino_t, std::string>> drops_;  // entries to drop, guarded by drop_mu_
+  bool dropping_ = false;  // guarded by drop_mu_: the invalidator runs
   std::jthread invalidator_;
 };
 

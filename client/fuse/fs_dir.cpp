@@ -113,14 +113,13 @@ std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t
     fuse_entry_param e{};
     std::shared_ptr<Node> n;
     bool dots = ent.name == "." || ent.name == "..";
-    if (ent.name_attributes) {
-      e.attr = to_stat(*ent.name_attributes);
+    if (ent.name_attributes && ent.name_handle && !dots) {
+      n = nodes_->remember(*ent.name_handle);  // fuse_add_direntry_plus counts one lookup
+      e = entry_for(*n, *ent.name_attributes, d.ino, ent.name, d.dir_attributes);
+    } else if (ent.name_attributes) {
+      e.attr = to_stat(*ent.name_attributes);  // no node: the kernel gets the type and attributes only
       e.attr_timeout = attr_timeout(*ent.name_attributes);
       e.entry_timeout = entry_timeout(d.dir_attributes);
-      if (ent.name_handle && !dots) {
-        n = nodes_->remember(*ent.name_handle);  // fuse_add_direntry_plus counts one lookup
-        e = entry_for(*n, *ent.name_attributes, d.ino, ent.name, d.dir_attributes);
-      }
     }
     e.attr.st_ino = ent.fileid;
     std::size_t need = fuse_add_direntry_plus(req, buf.data() + used, size - used, ent.name.c_str(), &e,
