@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_address, "Serve Prometheus metrics on HOST:PORT (GET /metrics)");
   app.add_flag("-v,--verbose", verbose, "Log at debug level");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
+  app.set_version_flag("-V,--version", "nfsrdma-server " NFSRDMA_VERSION);
   CLI11_PARSE(app, argc, argv);
   cfg.register_rpcbind = !no_register;
   cfg.rdma = !no_rdma;

@@ -176,7 +176,7 @@ TEST_P(FuseMount, MountErrorsAreOneLineAndNothingIsMounted) {
   std::filesystem::create_directory(dir_.path() + "/closed");
   struct Case { std::string source, options, says; };
   std::vector<Case> cases = {
-      {"127.0.0.1:" + export_, "proto=" + GetParam() + ",mountport=" + std::to_string(free_port()), "connect"},
+      {"127.0.0.1:" + export_, "proto=" + GetParam() + ",retry=0,mountport=" + std::to_string(free_port()), "connect"},
       {"127.0.0.1:/not/exported", mount_options(*server_, GetParam()), "no such export"},
       {"127.0.0.1:" + export_, mount_options(*server_, GetParam(), "frobnicate"), "unknown mount option"},
   };

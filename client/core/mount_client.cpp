@@ -32,13 +32,13 @@ Result<std::uint16_t> portmap_getport(const std::string& host, std::uint32_t pro
 }
 
 Result<nfs3::nfs_fh3> mount_export(const std::string& host, std::uint16_t mount_port, const std::string& path,
-                                   const std::optional<rpc::AuthSys>& cred) {
+                                   const std::optional<rpc::AuthSys>& cred, bool resvport) {
   if (mount_port == 0) {
     auto p = portmap_getport(host, mount3::kProgram, mount3::kVersion);
     if (!p) return p.error();
     mount_port = *p;
   }
-  auto t = tcp::TcpClient::connect(host, mount_port);
+  auto t = tcp::TcpClient::connect(host, mount_port, {.reserved_port = resvport});
   if (!t) return t.error();
   std::vector<std::uint8_t> args;
   xdr::encode(args, mount3::DirPath{path});

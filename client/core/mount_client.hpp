@@ -15,8 +15,9 @@ namespace nfsrdma::client {
 Result<std::uint16_t> portmap_getport(const std::string& host, std::uint32_t prog, std::uint32_t vers);
 
 // Mounts `path`: MNT3ERR_* become clear errors ("access denied by server",
-// "no such export"...). `mount_port` 0 asks the portmapper.
+// "no such export"...). `mount_port` 0 asks the portmapper. `resvport`:
+// from a source port below 1024 when root, as exports marked `secure` want.
 Result<nfs3::nfs_fh3> mount_export(const std::string& host, std::uint16_t mount_port, const std::string& path,
-                                   const std::optional<rpc::AuthSys>& cred);
+                                   const std::optional<rpc::AuthSys>& cred, bool resvport);
 
 }  // namespace nfsrdma::client

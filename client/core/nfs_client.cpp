@@ -65,7 +65,7 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   cred.machinename = c->machine_;
   cred.uid = options.uid;
   cred.gid = options.gid;
-  auto root = mount_export(options.host, options.mount_port, options.export_path, cred);
+  auto root = mount_export(options.host, options.mount_port, options.export_path, cred, options.resvport);
   if (!root) return root.error();
   c->root_ = *root;
   if (options.port != 0) {
@@ -110,7 +110,7 @@ Result<NfsClient::Transports> NfsClient::make_transports(const std::vector<std::
       if (!c) return c.error();
       t = std::move(*c);
     } else {
-      auto c = tcp::TcpClient::connect(options_.host, nfs_port_);
+      auto c = tcp::TcpClient::connect(options_.host, nfs_port_, {.reserved_port = options_.resvport});
       if (!c) return c.error();
       t = std::move(*c);
     }

@@ -43,6 +43,7 @@ struct NfsClientOptions {
   int timeo_ds = 600;            // mount.nfs units: tenths of a second
   int retrans = 2;
   bool hard = true;
+  bool resvport = true;          // TCP from a source port below 1024 when root (RDMA has no such port)
   std::uint32_t uid = 0, gid = 0;  // AUTH_SYS identity unless a call gives its own
 };
 

@@ -2,6 +2,8 @@
 // operations share.
 #include "client/fuse/filesystem.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/sysmacros.h>
 
 #include <chrono>
@@ -60,6 +62,10 @@ void Filesystem::fs_init(fuse_conn_info* conn) {
   conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_AUTO_INVAL_DATA |
                 FUSE_CAP_SPLICE_READ;
   conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC);
+  // Without these the kernel keeps the locks itself, on this client only;
+  // with them it asks, and is told ENOLCK (fs_lock).
+  if (options_.local_posix_locks) conn->want &= ~FUSE_CAP_POSIX_LOCKS;
+  if (options_.local_flock_locks) conn->want &= ~FUSE_CAP_FLOCK_LOCKS;
   conn->want &= conn->capable;
   spdlog::debug("fuse: protocol 7.{}, capable {:#x}, want {:#x}", conn->proto_minor, conn->capable, conn->want);
 }
@@ -110,7 +116,7 @@ void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, cons
 }
 
 double Filesystem::entry_timeout(const post_op_attr& dir) const {
-  if (options_.noac || !dir || !(dir->mode & S_IXOTH)) return 0;
+  if (options_.noac || options_.lookupcache == LookupCache::none || !dir || !(dir->mode & S_IXOTH)) return 0;
   return options_.acdirmin_s;
 }
 
@@ -192,6 +198,12 @@ namespace {
 
 Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
+// Network locks need NLM, which neither side speaks: taking one fails with
+// ENOLCK, as the Linux client's does against a server without lockd. Only
+// asked for lock kinds the mount does not keep local (fs_init); letting go
+// of a lock nobody holds succeeds.
+void fs_lock(fuse_req_t req, int type) { fuse_reply_err(req, type == F_UNLCK ? 0 : ENOLCK); }
+
 const fuse_lowlevel_ops kOps = [] {
   fuse_lowlevel_ops o{};
   o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<Filesystem*>(userdata)->fs_init(conn); };
@@ -235,6 +247,9 @@ const fuse_lowlevel_ops kOps = [] {
   o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_flush(r, ino); };
   o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_flush(r, ino); };
   o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_release(r, fi); };
+  o.getlk = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, struct flock*) { fuse_reply_err(r, ENOLCK); };
+  o.setlk = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, struct flock* l, int) { fs_lock(r, l->l_type); };
+  o.flock = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, int op) { fs_lock(r, op & LOCK_UN ? F_UNLCK : F_WRLCK); };
   o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_opendir(r, ino, fi); };
   o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
     fs(r).fs_readdirplus(r, ino, size, off, fi);

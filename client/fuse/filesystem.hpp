@@ -75,7 +75,7 @@ class Filesystem {
   void fs_releasedir(fuse_req_t req, fuse_file_info* fi);
 
  private:
-  explicit Filesystem(MountOptions o) : options_(std::move(o)) {}
+  explicit Filesystem(MountOptions o) : options_(std::move(o)), readdirplus_(options_.rdirplus) {}
 
   // The node for `ino`, or a reply of ESTALE and null.
   std::shared_ptr<Node> node(fuse_req_t req, fuse_ino_t ino);
@@ -141,7 +141,7 @@ class Filesystem {
   std::unique_ptr<BufferPool> read_pool_, write_pool_, small_pool_;
   std::unique_ptr<WriteBack> writes_;
   std::uint32_t name_max_ = 255;
-  std::atomic<bool> readdirplus_{true};  // cleared when the server answers NOTSUPP
+  std::atomic<bool> readdirplus_;  // nordirplus, or cleared when the server answers NOTSUPP
   std::atomic<int> open_files_{0};          // opens counted by track_open, mount-wide
   std::atomic<std::uint32_t> hidden_seq_{0};  // makes each hidden name new
   fuse_session* se_ = nullptr;

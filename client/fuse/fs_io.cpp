@@ -37,6 +37,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       n->seen_size = a.size;
     }
     if (!writes_->idle(*n)) keep = true;  // the change is our own data, still on its way
+    if (!options_.cto) keep = true;       // nocto: the attribute cache's timeouts decide (auto_inval_data)
     if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
     fuse_file_info out = fi;
     out.keep_cache = keep;
@@ -130,7 +131,9 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
   }, opened(fi)->who);
   if (e == 0 && copied != static_cast<ssize_t>(size)) e = copied < 0 ? static_cast<int>(-copied) : EIO;
   if (e != 0) return (void)fuse_reply_err(req, e);
-  fuse_reply_write(req, size);
+  if (!options_.writes_sync()) return (void)fuse_reply_write(req, size);
+  // sync (or noac): the data is on the server's stable storage before write(2) returns.
+  writes_->commit(n, [req, size](int err) { err ? fuse_reply_err(req, err) : fuse_reply_write(req, size); });
 }
 
 void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {

@@ -34,6 +34,12 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   auto who = caller(req);
   nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, nm = std::string(name)](
                                                                       Result<LOOKUP3res> r) {
+    if (r && r->status == NFS3ERR_NOENT && options_.lookupcache == LookupCache::all) {
+      // A negative entry, trusted as long as a name found there would be.
+      fuse_entry_param none{};
+      none.entry_timeout = entry_timeout(r->dir_attributes);
+      return (void)fuse_reply_entry(req, &none);
+    }
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     if (r->obj_attributes) return reply_entry(req, r->object, *r->obj_attributes, parent, nm, r->dir_attributes);
     nfs_fh3 fh = r->object;

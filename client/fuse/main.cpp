@@ -4,6 +4,7 @@
 // message and a non-zero exit before anything is mounted.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -13,6 +14,7 @@
 #include <climits>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "client/fuse/filesystem.hpp"
@@ -78,6 +80,61 @@ void set_readahead(std::string mountpoint, std::uint32_t rsize) {
   }).detach();
 }
 
+// The atime options libfuse does not pass, set on the mount point as mount(8)
+// would. An empty string, or why it could not be done.
+std::string set_atime(const std::string& mountpoint, const fuse::MountOptions& o) {
+  mount_attr attr{};
+  if (o.atime) {
+    attr.attr_clr |= MOUNT_ATTR__ATIME;
+    attr.attr_set |= *o.atime;
+  }
+  if (o.nodiratime) (*o.nodiratime ? attr.attr_set : attr.attr_clr) |= MOUNT_ATTR_NODIRATIME;
+  if (!attr.attr_set && !attr.attr_clr) return {};
+  if (::mount_setattr(AT_FDCWD, mountpoint.c_str(), 0, &attr, sizeof attr) != 0) {
+    return std::string("setting the mount point's atime options: ") + std::strerror(errno);
+  }
+  return {};
+}
+
+// What mount.nfs retries: the server not up yet, or not reachable yet. An
+// answer (no such export, access denied, a bad option) is final.
+bool transient(const Error& e) {
+  switch (e.code) {
+    case ECONNREFUSED: case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case ECONNRESET: case ENOTCONN:
+    case EAGAIN: case EHOSTDOWN: case ENETDOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// nfs(5)'s fg and bg: keep trying for `retry` minutes; with bg, the first
+// failure sends the caller on its way (exit 0) while this process goes on.
+Result<std::unique_ptr<fuse::Filesystem>> connect_with_retries(const fuse::MountOptions& options,
+                                                               const std::string& source,
+                                                               const std::function<int(const std::string&)>& fail) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(options.retry_minutes());
+  auto pause = std::chrono::seconds(1);
+  bool backgrounded = false;
+  for (;;) {
+    auto fs = fuse::Filesystem::connect(options);
+    if (fs || !transient(fs.error()) || std::chrono::steady_clock::now() + pause > deadline) {
+      if (!fs && backgrounded) spdlog::error("mount {}: {}; giving up", source, fs.error().describe());
+      if (!fs) fail(fs.error().describe());
+      return fs;
+    }
+    if (options.background && daemon_pipe >= 0) {
+      backgrounded = true;
+      std::fprintf(stderr, "nfsrdma-fuse: %s: %s; retrying in the background\n", source.c_str(),
+                   fs.error().describe().c_str());
+      report_to_parent(0);
+    }
+    spdlog::warn("mount {}: {}; trying again in {} s", source, fs.error().describe(), pause.count());
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::seconds(30));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,10 +144,7 @@ int main(int argc, char** argv) {
   bool foreground = false, debug = false;
   app.add_option("source", source, "host:/export")->required();
   app.add_option("mountpoint", mountpoint, "Directory to mount on")->required();
-  app.add_option("-o", opts,
-                 "Mount options as nfs(5) names them: proto=rdma|tcp, port, mountport, rsize, wsize, timeo, "
-                 "retrans, hard|soft, ro|rw, actimeo, acregmin, acregmax, acdirmin, acdirmax, noac, nconnect, "
-                 "provider=tcp|verbs|sockets, credits, metrics=HOST:PORT; and allow_other, default_permissions")
+  app.add_option("-o", opts, "Mount options, comma separated, as nfs(5) names them (listed below)")
       ->delimiter(',');
   std::string metrics_address;
   app.add_option("--metrics", metrics_address,
@@ -98,7 +152,18 @@ int main(int argc, char** argv) {
   app.add_flag("-f,--foreground", foreground, "Stay in the foreground");
   app.add_flag("-d,--debug", debug, "Foreground, with FUSE and NFS debug logging");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
-  app.set_version_flag("-V,--version", "nfsrdma-fuse 0.1.0");
+  app.set_version_flag("-V,--version", "nfsrdma-fuse " NFSRDMA_VERSION);
+  std::string footer = "Mount options:\n";
+  auto docs = fuse::mount_option_docs();
+  for (std::size_t i = 0; i < docs.size();) {  // options that share a line, together
+    std::string names(docs[i].spelling);
+    std::size_t j = i + 1;
+    for (; j < docs.size() && docs[j].help == docs[i].help; ++j) names += std::string(", ") + std::string(docs[j].spelling);
+    footer += names.size() < 34 ? fmt::format("  {:<34}{}\n", names, docs[i].help)
+                                : fmt::format("  {}\n  {:<34}{}\n", names, "", docs[i].help);
+    i = j;
+  }
+  app.footer(footer + "\nAlso accepted: x-* and comment= (mount(8) and systemd's).");
   CLI11_PARSE(app, argc, argv);
   if (debug) {
     foreground = true;
@@ -131,8 +196,8 @@ int main(int argc, char** argv) {
     if (!m) return fail(m.error().describe());
     metrics_http = std::move(*m);
   }
-  auto fs = fuse::Filesystem::connect(std::move(*options));
-  if (!fs) return fail(fs.error().describe());
+  auto fs = connect_with_retries(*options, source, fail);
+  if (!fs) return kMountFailed;
   const auto& mo = (*fs)->options();
 
   std::string fuse_opts = "fsname=" + source + ",subtype=nfsrdma,max_read=" + std::to_string(mo.rsize);
@@ -154,6 +219,12 @@ int main(int argc, char** argv) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return fail("the kernel refused the FUSE mount (is /dev/fuse there, and are you root or in fuse's group?)");
+  }
+  if (auto why = set_atime(mountpoint, mo); !why.empty()) {
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return fail(why);
   }
   set_readahead(mountpoint, mo.rsize);
   report_to_parent(0);

@@ -43,7 +43,56 @@ TEST(MountOptions, ParsesNfsOptions) {
 }
 
 TEST(MountOptions, AcceptsWhatMountAdds) {
-  EXPECT_TRUE(parse_mount("h:/e", "rw,dev,suid,exec,_netdev,defaults,nofail,noatime,relatime").ok());
+  EXPECT_TRUE(parse_mount("h:/e", "rw,dev,suid,exec,_netdev,defaults,nofail,noatime,x-systemd.automount").ok());
+}
+
+// Every option --help and the man page list parses, with a value where it takes one.
+TEST(MountOptions, EveryDocumentedOptionParses) {
+  for (const auto& d : mount_option_docs()) {
+    std::string item(d.spelling);
+    auto eq = item.find('=');
+    if (eq != std::string::npos) {
+      std::string v = item.substr(eq + 1);
+      if (v.find('|') != std::string::npos) v = v.substr(0, v.find('|'));
+      if (v == "N") v = item.starts_with("rsize") || item.starts_with("wsize") ? "65536" : "1";
+      if (v == "NAME") v = "tcp";
+      if (v == "HOST:PORT") v = "127.0.0.1:9100";
+      item = item.substr(0, eq + 1) + v;
+    }
+    if (d.help.starts_with("refused")) {
+      EXPECT_FALSE(parse_mount("h:/e", item).ok()) << item;
+    } else {
+      auto o = parse_mount("h:/e", item);
+      EXPECT_TRUE(o.ok()) << item << ": " << o.error().describe();
+    }
+  }
+}
+
+TEST(MountOptions, Nfs5OptionsSetWhatTheyName) {
+  auto o = parse_mount("h:/e", "sync,nocto,nordirplus,lookupcache=pos,local_lock=flock,bg,retry=5,noresvport,strictatime");
+  ASSERT_TRUE(o.ok()) << o.error().describe();
+  EXPECT_TRUE(o->writes_sync());
+  EXPECT_FALSE(o->cto);
+  EXPECT_FALSE(o->rdirplus);
+  EXPECT_EQ(o->lookupcache, LookupCache::positive);
+  EXPECT_TRUE(o->local_flock_locks);
+  EXPECT_FALSE(o->local_posix_locks);
+  EXPECT_TRUE(o->background);
+  EXPECT_EQ(o->retry_minutes(), 5);
+  EXPECT_FALSE(o->nfs.resvport);
+  EXPECT_EQ(describe(*o).find("rw,sync,vers=3,proto=rdma"), 0u) << describe(*o);
+  EXPECT_NE(describe(*o).find(",nocto,nordirplus,lookupcache=pos,local_lock=flock,noresvport"), std::string::npos);
+
+  auto d = parse_mount("h:/e", "");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->writes_sync());
+  EXPECT_FALSE(d->local_posix_locks || d->local_flock_locks);  // nfs(5): lock
+  EXPECT_EQ(d->retry_minutes(), 2);                            // fg: 2 minutes
+  EXPECT_TRUE(d->nfs.resvport);
+  EXPECT_EQ(parse_mount("h:/e", "bg")->retry_minutes(), 10000);
+  EXPECT_TRUE(parse_mount("h:/e", "noac")->writes_sync());
+  auto nolock = parse_mount("h:/e", "nolock");
+  EXPECT_TRUE(nolock->local_posix_locks && nolock->local_flock_locks);
 }
 
 TEST(MountOptions, Ipv6Source) {
@@ -59,6 +108,11 @@ TEST(MountOptions, RejectsBadInputByName) {
                         Case{"h:/e", "proto=udp", "proto=udp"}, Case{"h:/e", "rsize=12", "rsize"},
                         Case{"h:/e", "rsize=abc", "rsize"}, Case{"h:/e", "timeo", "timeo"},
                         Case{"h:/e", "frobnicate", "frobnicate"}, Case{"h:/e", "nconnect=99", "nconnect"},
+                        Case{"h:/e", "vers=4", "only NFS version 3"}, Case{"h:/e", "nfsvers=2", "only NFS version 3"},
+                        Case{"h:/e", "sec=krb5p", "Kerberos"}, Case{"h:/e", "udp", "UDP"},
+                        Case{"h:/e", "mountproto=udp", "TCP only"}, Case{"h:/e", "lookupcache=some", "lookupcache"},
+                        Case{"h:/e", "local_lock=x", "local_lock"}, Case{"h:/e", "retry=-1", "retry"},
+                        Case{"h:/e", "nolock=1", "takes no value"}, Case{"h:/e", "rsize", "needs a value"},
                         Case{"[::1/e", "", "[address]"}}) {
     auto o = parse_mount(c.source, c.opts);
     ASSERT_FALSE(o.ok()) << c.source << " " << c.opts;

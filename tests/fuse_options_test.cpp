@@ -1,0 +1,229 @@
+// nfs(5) mount options through a real mount: each one either does what nfs(5)
+// says (sync and noac writes, locks, lookupcache, cto, rdirplus, bg, resvport,
+// atime flags) or is refused with the reason; none is accepted and ignored.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/fuse_fixture.hpp"
+
+namespace nfsrdma::test {
+namespace {
+
+using Options = FuseMount;
+
+bool mounted(const std::string& path) {
+  std::ifstream in("/proc/mounts");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(" " + path + " ") != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string mount_flags(const std::string& path) {
+  std::ifstream in("/proc/mounts");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string src, dir, type, flags;
+    f >> src >> dir >> type >> flags;
+    if (dir == path) return "," + flags + ",";
+  }
+  return "";
+}
+
+// GET /metrics from a Prometheus endpoint on 127.0.0.1.
+std::string scrape(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    std::string req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// The client's count of calls to `proc`, from its metrics.
+double calls(const std::string& metrics, const std::string& proc) {
+  std::string key = "nfsrdma_client_calls_total{proc=\"" + proc + "\"} ";
+  auto at = metrics.find(key);
+  return at == std::string::npos ? 0 : std::stod(metrics.substr(at + key.size()));
+}
+
+TEST_P(Options, SyncAndNoacWritesAreOnTheServerWhenWriteReturns) {
+  for (const char* opt : {"sync", "noac"}) {
+    remount(opt);
+    int fd = ::open(m(opt).c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    std::string data(100000, opt[0]);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(get(e(opt)), data) << opt << ": written, file still open, not yet on the server";
+    ::close(fd);
+  }
+}
+
+TEST_P(Options, LocksAreNetworkLocksUnlessKeptLocal) {
+  put(e("f"), "x");
+  auto try_locks = [&](int* posix, int* whole) {
+    int fd = ::open(m("f").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    struct flock l {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    *posix = ::fcntl(fd, F_SETLK, &l) == 0 ? 0 : errno;
+    *whole = ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    ::close(fd);
+  };
+  struct Case { const char* opts; int posix, whole; };
+  for (const Case& c : {Case{"", ENOLCK, ENOLCK}, Case{"lock", ENOLCK, ENOLCK}, Case{"nolock", 0, 0},
+                        Case{"local_lock=flock", ENOLCK, 0}, Case{"local_lock=posix", 0, ENOLCK},
+                        Case{"local_lock=all", 0, 0}}) {
+    remount(c.opts);
+    int posix = -1, whole = -1;
+    try_locks(&posix, &whole);
+    EXPECT_EQ(posix, c.posix) << c.opts;
+    EXPECT_EQ(whole, c.whole) << c.opts;
+  }
+  // Kept locally, a lock still excludes another process on this client.
+  remount("nolock");
+  int fd = ::open(m("f").c_str(), O_RDWR);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  int other = as_user(0, 0, {}, [&] {
+    int fd2 = ::open(m("f").c_str(), O_RDWR);
+    return ::flock(fd2, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+  });
+  EXPECT_EQ(other, EWOULDBLOCK);
+  ::close(fd);
+}
+
+TEST_P(Options, LookupcacheDecidesWhetherAMissingNameIsRemembered) {
+  struct stat s {};
+  for (const char* opts : {"lookupcache=all", "lookupcache=positive", "lookupcache=none"}) {
+    remount(opts);
+    std::string name = std::string("late-") + (opts + 12);
+    ASSERT_NE(::stat(m(name).c_str(), &s), 0);
+    put(e(name), "made on the server");
+    bool seen = ::stat(m(name).c_str(), &s) == 0;
+    EXPECT_EQ(seen, std::string(opts) != "lookupcache=all") << opts;
+  }
+  // none: a name gone on the server is gone here at once.
+  remount("lookupcache=none");
+  put(e("going"), "x");
+  ASSERT_EQ(::stat(m("going").c_str(), &s), 0);
+  std::filesystem::rename(e("going"), e("gone"));
+  EXPECT_NE(::stat(m("going").c_str(), &s), 0);
+}
+
+TEST_P(Options, NoctoTrustsTheAttributeCacheAtOpen) {
+  for (const char* opts : {"actimeo=60", "actimeo=60,nocto"}) {
+    remount(opts);
+    put(e("f"), "first");
+    ASSERT_EQ(get(m("f")), "first");
+    // Same size; a later mtime that close-to-open sees and nocto does not.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    put(e("f"), "again");
+    bool cto = std::string(opts).find("nocto") == std::string::npos;
+    EXPECT_EQ(get(m("f")), cto ? "again" : "first") << opts;
+  }
+}
+
+TEST_P(Options, NordirplusListsWithReaddir) {
+  std::uint16_t port = free_port();
+  for (int i = 0; i < 5; ++i) put(e("f" + std::to_string(i)), "x");
+  for (const char* opts : {"rdirplus", "nordirplus"}) {
+    remount(std::string(opts) + ",metrics=127.0.0.1:" + std::to_string(port));
+    std::size_t n = 0;
+    for (auto& ent : std::filesystem::directory_iterator(mount_->path())) n += ent.is_regular_file();
+    EXPECT_EQ(n, 5u);
+    std::string metrics = scrape(port);
+    bool plus = std::string(opts) == "rdirplus";
+    EXPECT_EQ(calls(metrics, "READDIRPLUS") > 0, plus) << opts;
+    EXPECT_EQ(calls(metrics, "READDIR") > 0, !plus) << opts;
+  }
+}
+
+TEST_P(Options, AtimeAndOtherVfsFlagsReachTheMountPoint) {
+  remount("noatime,nodiratime,noexec");
+  std::string f = mount_flags(mount_->path());
+  for (const char* want : {",noatime,", ",nodiratime,", ",noexec,"}) EXPECT_NE(f.find(want), std::string::npos) << f;
+  remount("strictatime,suid");
+  f = mount_flags(mount_->path());
+  for (const char* gone : {",noatime,", ",relatime,", ",nosuid,"}) EXPECT_EQ(f.find(gone), std::string::npos) << f;
+}
+
+TEST_P(Options, BgReturnsAtOnceAndMountsWhenTheServerComesUp) {
+  TempDir where;
+  server_->stop();
+  std::string out;
+  auto t0 = std::chrono::steady_clock::now();
+  int status = run_mount_command({"127.0.0.1:" + export_, where.path(), "-o",
+                                  mount_options(*server_, GetParam(), "bg,retry=1")}, &out);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("retrying in the background"), std::string::npos) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_FALSE(mounted(where.path()));
+  server_->start();
+  for (int i = 0; i < 200 && !mounted(where.path()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(mounted(where.path())) << "the background mount never came up";
+  put(e("after"), "x");
+  EXPECT_TRUE(std::filesystem::exists(where.path() + "/after"));
+  EXPECT_EQ(::umount2(where.path().c_str(), MNT_DETACH), 0);
+}
+
+TEST_P(Options, FgRetriesUntilTheServerComesUp) {
+  server_->stop();
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    server_->start();
+  });
+  remount("fg,retry=1");  // MountProcess waits for the mount
+  later.join();
+  put(e("f"), "x");
+  EXPECT_EQ(get(m("f")), "x");
+}
+
+TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
+  server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash,secure)"});
+  remount("resvport");
+  put(e("f"), "x");
+  EXPECT_EQ(get(m("f")), "x");
+  mount_.reset();
+  TempDir where;
+  std::string out;
+  int status = run_mount_command({"127.0.0.1:" + export_, where.path(), "-o",
+                                  mount_options(*server_, GetParam(), "noresvport,retry=0")}, &out);
+  EXPECT_EQ(status, 32) << out;
+  EXPECT_NE(out.find("privileged source port"), std::string::npos) << out;
+}
+
+TEST_P(Options, OptionsThatCannotBeHonouredAreRefusedWithTheReason) {
+  TempDir where;
+  struct Case { const char* opt; const char* says; };
+  for (const Case& c : {Case{"vers=4", "only NFS version 3"}, Case{"nfsvers=4.1", "only NFS version 3"},
+                        Case{"sec=krb5", "no Kerberos"}, Case{"udp", "UDP is not supported"},
+                        Case{"mountproto=udp", "TCP only"}, Case{"local_lock=some", "none, flock, posix or all"}}) {
+    std::string out;
+    int status = run_mount_command({"127.0.0.1:" + export_, where.path(), "-o",
+                                    mount_options(*server_, GetParam(), c.opt)}, &out);
+    EXPECT_EQ(status, 32) << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << out;
+    EXPECT_FALSE(mounted(where.path()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Options, ::testing::Values("rdma", "tcp"), transport_name);
+
+}  // namespace
+}  // namespace nfsrdma::test
