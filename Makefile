@@ -13,7 +13,7 @@ WERROR := $(if $(CI),-Dwerror=true,)
 PACKAGES := g++ gcc clang libclang-rt-14-dev meson ninja-build pkg-config python3 \
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev fio dpkg-dev \
   libfabric-dev libfuse3-dev fuse3 libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
-  rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev \
+  rsync git libnfs-dev libjs-chart.js chromium prometheus libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libsodium-dev \
   qemu-system-x86 busybox-static kmod ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common
 
 .PHONY: deps build build-san test demo bench bench-kernel stress install fuzz clean

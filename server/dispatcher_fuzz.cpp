@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   std::fclose(f);
   world = new World;
   auto e = parse_export_line(std::string(kExport) + " 127.0.0.1(rw,insecure,async)");
-  if (!e || !world->table.add(*e)) std::abort();
+  if (!e || !world->table.replace({*e})) std::abort();
   world->nfs = std::make_unique<NfsService>(world->table, NfsLimits{65536, 65536}, nfs3::verf8{});
   world->mount = std::make_unique<MountService>(world->table);
   world->dispatcher = std::make_unique<Dispatcher>(*world->nfs, *world->mount, &world->portmap, world->drc);

@@ -1,5 +1,6 @@
 #include "server/file_handle.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace nfsrdma::server {
@@ -24,6 +25,20 @@ TEST(FileHandle, RoundTrip) {
   EXPECT_EQ(kh.type, 1);
   EXPECT_EQ(kh.len, 8u);
   EXPECT_EQ(kh.bytes[7], 21);
+}
+
+// A handle made on 2026-11-23 (hand-written SipHash): handles clients hold
+// must stay valid across server upgrades, whatever computes the MAC.
+TEST(FileHandle, AHandleMadeBeforeStaysTheSame) {
+  SipKey key{};
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<std::uint8_t>(0xa0 + i);
+  nfs3::nfs_fh3 fh = HandleCodec(key).encode(0x5eed0001, sample());
+  std::string hex;
+  for (std::uint32_t i = 0; i < fh.len; ++i) hex += fmt::format("{:02x}", fh.data[i]);
+  EXPECT_EQ(hex, "010800005eed000100000001000306090c0f12154374993e2668e0c7");
+  std::uint32_t id = 0;
+  KernelHandle kh;
+  EXPECT_EQ(HandleCodec(key).decode(fh, id, kh), nfs3::NFS3_OK);
 }
 
 TEST(FileHandle, EveryFlippedBitIsRefused) {

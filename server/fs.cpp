@@ -21,6 +21,8 @@ struct RawHandle {
   struct file_handle* get() { return reinterpret_cast<struct file_handle*>(storage); }
 };
 
+}  // namespace
+
 nfsstat3 kernel_handle(int dirfd, const char* name, int flags, KernelHandle& kh, int& mount_id) {
   RawHandle raw{};
   struct file_handle* h = raw.get();
@@ -32,59 +34,6 @@ nfsstat3 kernel_handle(int dirfd, const char* name, int flags, KernelHandle& kh,
   kh.len = h->handle_bytes;
   std::memcpy(kh.bytes.data(), h->f_handle, kh.len);
   return NFS3_OK;
-}
-
-}  // namespace
-
-Result<void> ExportTable::add(ExportEntry entry) {
-  char real[PATH_MAX];
-  if (!::realpath(entry.path.c_str(), real)) return sys_error(errno, "export " + entry.path);
-  entry.path = real;
-  Fd root(::open(real, O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return sys_error(errno, "export " + entry.path);
-  struct stat st {};
-  if (::fstat(root.get(), &st) != 0) return sys_error(errno, "export " + entry.path);
-  auto ex = std::make_unique<Export>();
-  ex->id = entry.fsid ? *entry.fsid
-                      : static_cast<std::uint32_t>(siphash24(SipKey{}, {reinterpret_cast<const std::uint8_t*>(real),
-                                                                          std::strlen(real)}));
-  for (const auto& other : exports_) {
-    if (other->id == ex->id) return Error{ErrorDomain::config, 0, Action::fail,
-                                          "exports " + other->entry.path + " and " + entry.path + " share an id; "
-                                          "give one an explicit fsid="};
-    if (other->entry.path == entry.path) return Error{ErrorDomain::config, 0, Action::fail,
-                                                      "export " + entry.path + " given twice"};
-  }
-  KernelHandle kh;
-  if (auto s = kernel_handle(root.get(), "", AT_EMPTY_PATH, kh, ex->mount_id); s != NFS3_OK) {
-    return Error{ErrorDomain::config, 0, Action::fail,
-                 "export " + entry.path + ": its filesystem cannot give file handles (" + nfsstat3_name(s) + ")"};
-  }
-  ex->mount_fd = Fd(::open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!ex->mount_fd.valid()) return sys_error(errno, "export " + entry.path);
-  ex->root_dev = st.st_dev;
-  ex->root_ino = st.st_ino;
-  ex->root = std::move(root);
-  ex->entry = std::move(entry);
-  ex->root_fh = codec_.encode(ex->id, kh);
-  exports_.push_back(std::move(ex));
-  return {};
-}
-
-const Export* ExportTable::by_id(std::uint32_t id) const {
-  for (const auto& e : exports_) {
-    if (e->id == id) return e.get();
-  }
-  return nullptr;
-}
-
-const Export* ExportTable::by_path(const std::string& path) const {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  for (const auto& e : exports_) {
-    if (e->entry.path == p) return e.get();
-  }
-  return nullptr;
 }
 
 ProcPath::ProcPath(int fd) { std::snprintf(buf_, sizeof buf_, "/proc/self/fd/%d", fd); }

@@ -13,39 +13,12 @@
 
 #include "lib/nfs3/nfs3_types.hpp"
 #include "lib/transport/tcp/socket.hpp"
+#include "server/export_table.hpp"
 #include "server/exports.hpp"
 #include "server/file_handle.hpp"
 #include "server/identity.hpp"
 
 namespace nfsrdma::server {
-
-using tcp::Fd;
-
-struct Export {
-  ExportEntry entry;
-  std::uint32_t id = 0;   // in every handle; also the fsid clients see
-  Fd root;                // O_PATH directory
-  Fd mount_fd;            // O_RDONLY: open_by_handle_at refuses O_PATH descriptors
-  int mount_id = 0;       // handles from another mount are refused
-  dev_t root_dev = 0;
-  ino_t root_ino = 0;
-  nfs3::nfs_fh3 root_fh;
-};
-
-class ExportTable {
- public:
-  explicit ExportTable(const SipKey& key) : codec_(key) {}
-
-  Result<void> add(ExportEntry entry);
-  const Export* by_id(std::uint32_t id) const;
-  const Export* by_path(const std::string& path) const;
-  const std::vector<std::unique_ptr<Export>>& all() const { return exports_; }
-  const HandleCodec& codec() const { return codec_; }
-
- private:
-  HandleCodec codec_;
-  std::vector<std::unique_ptr<Export>> exports_;
-};
 
 // An object a request works on: its export, the options that apply to the
 // caller, and an O_PATH descriptor.
@@ -69,6 +42,9 @@ class ProcPath {
 nfs3::nfsstat3 errno_to_nfsstat3(int err);
 nfs3::fattr3 to_fattr3(const struct stat& st, const Export& ex);
 nfs3::wcc_attr to_wcc_attr(const struct stat& st);
+
+// name_to_handle_at: the kernel's handle of `name` in `dirfd` and its mount id.
+nfs3::nfsstat3 kernel_handle(int dirfd, const char* name, int flags, KernelHandle& kh, int& mount_id);
 
 // Opens the object a handle names (as root, then back to `as`). STALE when the
 // object is gone or its export no longer exists; BADHANDLE when malformed.

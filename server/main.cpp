@@ -14,6 +14,26 @@
 
 using namespace nfsrdma;
 
+namespace {
+
+// The --exports file's lines, then the --export ones.
+Result<std::vector<server::ExportEntry>> read_exports(const std::string& file, const std::vector<std::string>& lines) {
+  std::vector<server::ExportEntry> out;
+  if (!file.empty()) {
+    auto list = server::parse_exports_file(file);
+    if (!list) return list.error();
+    out = std::move(*list);
+  }
+  for (const auto& line : lines) {
+    auto e = server::parse_export_line(line);
+    if (!e) return e.error();
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"nfsrdma-server: an NFSv3 + MOUNTv3 server exporting local directories"};
   server::ServerConfig cfg;
@@ -78,16 +98,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nfsrdma-server: %s\n", why.c_str());
     return 1;
   };
-  if (!exports_file.empty()) {
-    auto list = server::parse_exports_file(exports_file);
-    if (!list) return fail(list.error().describe());
-    for (auto& e : *list) cfg.exports.push_back(std::move(e));
-  }
-  for (const auto& line : export_lines) {
-    auto e = server::parse_export_line(line);
-    if (!e) return fail(e.error().describe());
-    cfg.exports.push_back(std::move(*e));
-  }
+  auto exports = read_exports(exports_file, export_lines);
+  if (!exports) return fail(exports.error().describe());
+  cfg.exports = std::move(*exports);
 
   // Modes of new files are exactly what clients ask for; they apply their umask.
   ::umask(0);
@@ -95,6 +108,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // every thread started below inherits it
   HeapKeeper heap;
   ::signal(SIGPIPE, SIG_IGN);
@@ -108,10 +122,17 @@ int main(int argc, char** argv) {
     metrics_http = std::move(*m);
   }
   std::thread waiter([&] {
-    int sig = -1;
-    sigwait(&signals, &sig);
-    spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    (*srv)->shutdown();
+    for (int sig = -1; sigwait(&signals, &sig) == 0;) {
+      if (sig != SIGHUP) {
+        spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        return (*srv)->shutdown();
+      }
+      // Re-read the exports; the running ones stay if the new ones cannot be served.
+      auto now = read_exports(exports_file, export_lines);
+      auto r = now ? (*srv)->reload_exports(std::move(*now)) : Result<std::string>(now.error());
+      if (r) spdlog::info("SIGHUP: exports reloaded: {}", *r);
+      else spdlog::error("SIGHUP: exports unchanged: {}", r.error().describe());
+    }
   });
   (*srv)->run();
   waiter.join();

@@ -39,11 +39,11 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
   const Export* ex = nullptr;
   std::string rest;
   for (const auto& e : exports_.all()) {
-    const std::string& p = e->entry.path;
+    const std::string& p = e->entry().path;
     bool prefix = path.compare(0, p.size(), p) == 0 &&
                   (path.size() == p.size() || path[p.size()] == '/' || p == "/");
-    if (prefix && (!ex || p.size() > ex->entry.path.size())) {
-      ex = e.get();
+    if (prefix && (!ex || p.size() > ex->entry().path.size())) {
+      ex = e;
       rest = path.substr(p.size());
     }
   }
@@ -52,7 +52,7 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     r.status = MNT3ERR_NOENT;
     return r;
   }
-  const ExportOptions* opts = ex->entry.options_for(ctx.peer.addr);
+  const ExportOptions* opts = ex->entry().options_for(ctx.peer.addr);
   if (!opts) {
     NFSRDMA_LOG_LIMITED(info, "mount: refused {} to {}: not in the export's client list", path, ctx.peer.describe());
     r.status = MNT3ERR_ACCES;
@@ -137,8 +137,8 @@ rpc::AcceptStat MountService::handle(const CallContext& ctx, std::uint32_t proc,
     case Proc::EXPORT: {
       Exports list;
       for (const auto& e : exports_.all()) {
-        exportnode n{e->entry.path, {}};
-        for (const auto& c : e->entry.clients) n.ex_groups.push_back(c.text);
+        exportnode n{e->entry().path, {}};
+        for (const auto& c : e->entry().clients) n.ex_groups.push_back(c.text);
         list.entries.push_back(std::move(n));
       }
       codec(out, list);

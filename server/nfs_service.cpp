@@ -88,14 +88,14 @@ nfsstat3 NfsService::access(const CallContext& ctx, const nfs_fh3& fh, Need need
 }
 
 nfsstat3 NfsService::admit(const CallContext& ctx, Need need, Object& o) const {
-  o.opts = o.ex->entry.options_for(ctx.peer.addr);
+  o.opts = o.ex->entry().options_for(ctx.peer.addr);
   if (!o.opts) {
-    NFSRDMA_LOG_LIMITED(info, "nfs: {} is not allowed to use export {}", ctx.peer.describe(), o.ex->entry.path);
+    NFSRDMA_LOG_LIMITED(info, "nfs: {} is not allowed to use export {}", ctx.peer.describe(), o.ex->entry().path);
     return NFS3ERR_ACCES;
   }
   if (o.opts->secure && !ctx.secure) {
     NFSRDMA_LOG_LIMITED(info, "nfs: request from {} refused: insecure source port (export {} is 'secure')", ctx.peer.describe(),
-                 o.ex->entry.path);
+                 o.ex->entry().path);
     return NFS3ERR_PERM;
   }
   if (need == Need::modify && !o.opts->rw) return NFS3ERR_ROFS;

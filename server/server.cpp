@@ -19,9 +19,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   auto key = load_or_create_key(config.state_dir);
   if (!key) return key.error();
   std::unique_ptr<Server> s(new Server(config, *key));
-  for (const auto& e : config.exports) {
-    if (auto r = s->exports_.add(e); !r) return r.error();
-  }
+  if (auto r = s->exports_.replace(config.exports); !r) return r.error();
   nfs3::verf8 verf{};
   // A new write verifier on every start tells clients to resend uncommitted data.
   if (::getrandom(verf.data(), verf.size(), 0) != static_cast<ssize_t>(verf.size())) {
@@ -87,10 +85,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   } else if (config.register_rpcbind && register_with_rpcbind(maps, true)) {
     s->registered_ = maps;
   }
-  for (const auto& ex : s->exports_.all()) {
-    spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry.path, ex->id, ex->entry.clients.size(),
-                 ex->entry.clients.size() == 1 ? "y" : "ies");
-  }
+  s->log_exports();
   if (s->rdma_) {
     spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
                  s->rdma_->provider(), config.rdma_options.credits);
@@ -98,6 +93,20 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   spdlog::info("listening: NFSv3 on tcp port {}, MOUNTv3 on tcp port {}, {} worker threads", *nfs_port, *mount_port,
                config.threads);
   return s;
+}
+
+Result<std::string> Server::reload_exports(std::vector<ExportEntry> exports) {
+  if (exports.empty()) return Error{ErrorDomain::config, 0, Action::fail, "nothing to export"};
+  auto r = exports_.replace(std::move(exports));
+  if (r) log_exports();
+  return r;
+}
+
+void Server::log_exports() const {
+  for (const auto* ex : exports_.all()) {
+    spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry().path, ex->id,
+                 ex->entry().clients.size(), ex->entry().clients.size() == 1 ? "y" : "ies");
+  }
 }
 
 void Server::run() { tcp_->run(); }

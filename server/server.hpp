@@ -37,6 +37,10 @@ class Server {
   static Result<std::unique_ptr<Server>> start(const ServerConfig& config);
   ~Server();
 
+  // Serves `exports` from now on, without dropping a connection (SIGHUP);
+  // what changed, or why nothing did (ExportTable::replace).
+  Result<std::string> reload_exports(std::vector<ExportEntry> exports);
+
   // Serves until shutdown() is called (from another thread).
   void run();
   // In-flight calls finish and their replies are sent; no new calls are read.
@@ -44,6 +48,7 @@ class Server {
 
  private:
   explicit Server(const ServerConfig& config, const SipKey& key);
+  void log_exports() const;
 
   ServerConfig config_;
   ExportTable exports_;

@@ -1,5 +1,6 @@
-// SipHash-2-4 (Aumasson & Bernstein, 2012): a keyed 64-bit PRF. The server uses it
-// to authenticate the file handles it issues and to checksum calls for the DRC.
+// SipHash-2-4 (Aumasson & Bernstein, 2012), libsodium's crypto_shorthash: a
+// keyed 64-bit PRF. The server uses it to authenticate the file handles it
+// issues, to derive export ids, and to checksum calls for the DRC.
 #pragma once
 
 #include <array>
