@@ -8,9 +8,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "lib/base/log.hpp"
@@ -21,6 +23,8 @@ using namespace nfsrdma::fabric;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+double round2(double v) { return std::round(v * 100) / 100; }
 
 enum class Kind : std::uint32_t { hello = 1, ping = 2, pong = 3, done = 4 };
 struct Message {
@@ -215,15 +219,14 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
   pump.send(Message{Kind::done, 0, 0, 0, {}});
 
   if (json) {
-    std::printf("{\"provider\": \"%s\", \"peer\": \"%s\", \"results\": [", provider.c_str(), peer.c_str());
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::printf("%s{\"test\": \"%s\", \"size\": \"%s\", \"depth\": %zu, \"value\": %.2f, \"unit\": \"%s\"",
-                  i ? ", " : "", r.test.c_str(), r.size.c_str(), r.depth, r.value, r.unit.c_str());
-      if (r.p99 > 0) std::printf(", \"p99\": %.2f", r.p99);
-      std::printf("}");
+    nlohmann::json out = {{"provider", provider}, {"peer", peer}, {"results", nlohmann::json::array()}};
+    for (const Row& r : rows) {
+      nlohmann::json row = {{"test", r.test}, {"size", r.size}, {"depth", r.depth}, {"value", round2(r.value)},
+                            {"unit", r.unit}};
+      if (r.p99 > 0) row["p99"] = round2(r.p99);
+      out["results"].push_back(std::move(row));
     }
-    std::printf("]}\n");
+    std::printf("%s\n", out.dump().c_str());
     return 0;
   }
   std::printf("libfabric provider %s, peer %s:%u, %.1f s per test\n", provider.c_str(), peer.c_str(), port, seconds);

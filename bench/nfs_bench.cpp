@@ -8,8 +8,10 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "client/core/nfs_client.hpp"
 #include "lib/base/log.hpp"
@@ -177,10 +179,11 @@ int main(int argc, char** argv) {
   const double lat = done_ops ? latency_sum / static_cast<double>(done_ops) : 0;
   const double cpu_per_gib = mib > 0 ? cpu / (mib / 1024) : 0;
   if (json) {
-    std::printf("{\"proto\": \"%s\", \"op\": \"%s\", \"bs\": %zu, \"depth\": %zu, \"zero_copy\": %s, "
-                "\"mib_per_s\": %.1f, \"iops\": %.0f, \"mean_latency_us\": %.1f, \"client_cpu_s_per_gib\": %.3f, "
-                "\"errors\": %zu}\n",
-                proto.c_str(), op.c_str(), bs, depth, zero_copy ? "true" : "false", mibs, iops, lat, cpu_per_gib, errors);
+    nlohmann::json out = {{"proto", proto}, {"op", op}, {"bs", bs}, {"depth", depth}, {"zero_copy", zero_copy},
+                           {"mib_per_s", std::round(mibs * 10) / 10}, {"iops", std::round(iops)},
+                           {"mean_latency_us", std::round(lat * 10) / 10},
+                           {"client_cpu_s_per_gib", std::round(cpu_per_gib * 1000) / 1000}, {"errors", errors}};
+    std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("%s %s bs=%s depth=%zu%s: %.0f MiB/s, %.0f IOPS, mean latency %.0f us, client CPU %.2f s/GiB%s\n",
                 proto.c_str(), op.c_str(), bs_text.c_str(), depth, zero_copy ? " zero-copy" : "", mibs, iops, lat,
