@@ -175,16 +175,18 @@ Result<ExportEntry> parse_export_line(const std::string& raw) {
   if (e.path.empty() || e.path[0] != '/') return config_error("export path must be absolute: '" + e.path + "'");
   ExportOptions defaults;
   std::size_t i = 1;
-  if (i < tokens.size() && tokens[i][0] == '-') {
+  bool given_defaults = i < tokens.size() && tokens[i][0] == '-';
+  if (given_defaults) {
     if (auto r = apply_options(tokens[i].substr(1), defaults, e.fsid); !r) return r.error();
     ++i;
   }
   if (i == tokens.size()) {
-    // A bare path: everyone, read-write (the command-line shorthand).
+    // No client: everyone, with the -options given (exportfs's reading),
+    // or read-write for a path alone (the command-line shorthand).
     ClientSpec any;
     any.text = "*";
     any.options = defaults;
-    any.options.rw = true;
+    if (!given_defaults) any.options.rw = true;
     e.clients.push_back(any);
     return e;
   }

@@ -153,5 +153,15 @@ TEST(Squash, RootSquashMapsRootOnly) {
   EXPECT_EQ(squash(root, true, o).uid, 9u);  // AUTH_NONE is always anonymous
 }
 
+TEST(Exports, DefaultsWithoutClientsApplyToEveryoneAsGiven) {
+  auto ro = parse_export_line("/srv/pub -ro");
+  ASSERT_TRUE(ro.ok());
+  ASSERT_TRUE(ro->options_for(v4("192.0.2.1")));
+  EXPECT_FALSE(ro->options_for(v4("192.0.2.1"))->rw);
+  auto bare = parse_export_line("/srv/pub");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->options_for(v4("192.0.2.1"))->rw);
+}
+
 }  // namespace
 }  // namespace nfsrdma::server

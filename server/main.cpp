@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nfsrdma-server: %s\n", why.c_str());
     return 1;
   };
+  if (exports_file.empty() && export_lines.empty()) return fail("nothing to export: give --export DIR or --exports FILE");
   auto exports = read_exports(exports_file, export_lines);
   if (!exports) return fail(exports.error().describe());
   cfg.exports = std::move(*exports);

@@ -13,9 +13,6 @@ Server::Server(const ServerConfig& config, const SipKey& key) : config_(config),
 Server::~Server() = default;
 
 Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
-  if (config.exports.empty()) {
-    return Error{ErrorDomain::config, 0, Action::fail, "nothing to export: give --export DIR or --exports FILE"};
-  }
   auto key = load_or_create_key(config.state_dir);
   if (!key) return key.error();
   std::unique_ptr<Server> s(new Server(config, *key));
@@ -96,13 +93,13 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
 }
 
 Result<std::string> Server::reload_exports(std::vector<ExportEntry> exports) {
-  if (exports.empty()) return Error{ErrorDomain::config, 0, Action::fail, "nothing to export"};
   auto r = exports_.replace(std::move(exports));
   if (r) log_exports();
   return r;
 }
 
 void Server::log_exports() const {
+  if (exports_.all().empty()) spdlog::warn("nothing exported yet: list exports in the --exports file and send SIGHUP");
   for (const auto* ex : exports_.all()) {
     spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry().path, ex->id,
                  ex->entry().clients.size(), ex->entry().clients.size() == 1 ? "y" : "ies");

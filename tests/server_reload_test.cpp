@@ -94,5 +94,17 @@ TEST_F(ServerReload, AFileThatCannotBeServedChangesNothing) {
   EXPECT_EQ(log.find("exports reloaded"), std::string::npos) << log;
 }
 
+// As nfsd with an empty /etc/exports: it starts, serves nothing, and a reload adds.
+TEST_F(ServerReload, AnEmptyFileServesNothingUntilAReloadAddsExports) {
+  write_exports("# nothing yet\n");
+  server_ = std::make_unique<ServerProcess>(std::vector<std::string>{}, std::vector<std::string>{"--exports", file()});
+  Client c(*server_);
+  EXPECT_NE(c.mnt(a())->status, mount3::MNT3_OK);
+  EXPECT_NE(server_->log().find("nothing exported yet"), std::string::npos);
+  write_exports(a() + " 127.0.0.1(rw,insecure)\n");
+  reload(1);
+  EXPECT_EQ(c.mnt(a())->status, mount3::MNT3_OK);
+}
+
 }  // namespace
 }  // namespace nfsrdma::test

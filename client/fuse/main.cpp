@@ -164,7 +164,11 @@ int main(int argc, char** argv) {
     i = j;
   }
   app.footer(footer + "\nAlso accepted: x-* and comment= (mount(8) and systemd's).");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // mount(8): 1 is "incorrect invocation"
+  }
   if (debug) {
     foreground = true;
     log_level = "debug";

@@ -90,7 +90,7 @@ const Option kOptions[] = {
     {{"wsize=N", "most bytes per WRITE, 4096 to 1048576; the server's FSINFO may lower it"},
      NUMBER("wsize", o.wsize, 4096, 1 << 20)},
     {{"hard", "retry a call until the server answers (default)"}, SET(o.nfs.hard = true)},
-    {{"soft", "fail a call with EIO after retrans timeouts"}, SET(o.nfs.hard = false)},
+    {{"soft", "fail a call with EIO once it and its retrans retransmissions time out"}, SET(o.nfs.hard = false)},
     {{"timeo=N", "tenths of a second before a call is retransmitted (default 600)"},
      NUMBER("timeo", o.nfs.timeo_ds, 1, 6000)},
     {{"retrans=N", "retransmissions before a soft mount fails a call (default 2)"}, NUMBER("retrans", o.nfs.retrans, 0, 100)},
@@ -145,13 +145,13 @@ const Option kOptions[] = {
     {{"noresvport", "TCP from any source port"}, SET(o.nfs.resvport = false)},
     {{"intr", "no effect, as on Linux since 2.6.25: a waiting call yields to SIGKILL"}, SET()},
     {{"nointr", "no effect, as on Linux since 2.6.25: a waiting call yields to SIGKILL"}, SET()},
-    {{"nconnect=N", "connections to the server, 1 to 16; calls are spread over them"}, NUMBER("nconnect", o.nfs.nconnect, 1, 16)},
-    {{"provider=NAME", "libfabric provider for RDMA: verbs, tcp, ... (default: the first that reaches the host)"},
+    {{"nconnect=N", "connections to the server, 1 to 16 (default 1); calls are spread over them"}, NUMBER("nconnect", o.nfs.nconnect, 1, 16)},
+    {{"provider=NAME", "libfabric provider for RDMA: verbs, tcp or sockets (default: verbs if a verbs device exists, else tcp)"},
      [](MountOptions& o, std::string_view v) -> Result<void> {
        o.nfs.provider = std::string(v);
        return {};
      }},
-    {{"credits=N", "most RPC-over-RDMA calls in flight asked of the server, 1 to 1024"},
+    {{"credits=N", "most RPC-over-RDMA calls in flight asked of the server, 1 to 1024 (default 128)"},
      NUMBER("credits", o.nfs.credits, 1, 1024)},
     {{"metrics=HOST:PORT", "serve Prometheus metrics there"}, [](MountOptions& o, std::string_view v) -> Result<void> {
        o.metrics = std::string(v);
