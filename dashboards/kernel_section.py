@@ -5,7 +5,7 @@ for each implementation, and CPU per GiB side by side."""
 import html
 import math
 
-from style import COLORS, LABEL
+from style import COLORS, LABEL, ok
 
 CLIENT = {"kernel": "kernel client", "fuse": "nfsrdma-fuse", "engine": "fio engine"}
 SERVER = {"kernel": "kernel nfsd", "nfsrdma": "nfsrdma-server"}
@@ -23,10 +23,6 @@ def pair_name(client, server):
 
 def job_name(c):
     return f"{LABEL.get(c['workload'], c['workload'])} {c['bs']} QD{c['iodepth']}"
-
-
-def ok(c):
-    return c is not None and "error" not in c
 
 
 def index(k):
@@ -168,13 +164,13 @@ def charts(k):
             sets.append({"label": pair_name(c, s), "data": data, "backgroundColor": COLORS[i + 1],
                          "borderColor": COLORS[i + 1]})
         out.append({"title": f"Bandwidth ÷ the kernel client on the kernel nfsd, over {t}", "type": "bar",
-                    "unit": "ratio", "labels": jobs, "datasets": sets, "log": False})
+                    "unit": "ratio", "labels": jobs, "datasets": sets})
         sets = []
         for i, (c, s) in enumerate(PAIRS):
             data = [cells[(c, s, t, j)]["cpu_guest_s_per_GiB"] if ok(cells.get((c, s, t, j))) else None for j in jobs]
             sets.append({"label": pair_name(c, s), "data": data, "backgroundColor": COLORS[i], "borderColor": COLORS[i]})
         out.append({"title": f"Guest CPU seconds per GiB, over {t}", "type": "bar", "unit": "s/GiB", "labels": jobs,
-                    "datasets": sets, "log": True})
+                    "datasets": sets})
     return [c for c in out if any(v is not None for d in c["datasets"] for v in d["data"])]
 
 

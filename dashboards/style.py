@@ -1,3 +1,39 @@
-"""What every part of the report names and colours the same way."""
+"""What every part of the report names, formats and colours the same way."""
+import html
+import re
+
 LABEL = {"read": "seq read", "write": "seq write", "randread": "rand read", "randwrite": "rand write"}
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+SMALL_BS = "4k"  # small blocks: counted in IOPS; the larger ones in MiB/s
+SIZES = {"4k": "4 KiB", "64k": "64 KiB", "1M": "1 MiB"}  # in the order they grow
+
+
+def series_name(c):
+    if c["path"] == "local":
+        return "local disk (storage limit)"
+    if c.get("server"):
+        return f"{c['server']} via {c['path']} ({c['transport']})"
+    if c["path"] == "remote":
+        return f"{c['transport']} fio engine on {len(c['clients'])} client host(s)"
+    return f"{c['transport']} {'fio engine' if c['path'] == 'engine' else 'FUSE mount'}"
+
+
+def cell_name(c):
+    return f"{LABEL[c['workload']]} {c['bs']} QD{c['iodepth']}"
+
+
+def size_name(bs):
+    return SIZES.get(bs, bs)
+
+
+def fmt(v, digits=0):
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def ok(c):
+    return c is not None and "error" not in c
+
+
+def prose(text):
+    """A sentence as HTML: escaped, with `code` in <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))

@@ -37,3 +37,30 @@ PY
 
 . "$TESTS_DIR/interop/report_check.sh"
 check_report "$WORK/out/report.html" 8
+
+# The verdict at the top: RDMA ÷ TCP bandwidth with large blocks, recomputed
+# here from results.json (the geometric mean over the jobs both transports ran
+# through the fio engine and the FUSE mount), in the key-ratio table and the
+# sentences; every peer with a figure or a reason; no spread column for single runs.
+python3 - "$WORK/out/results.json" "$WORK/dom" <<'PY' || fail "the report's verdict"
+import json, math, re, sys
+r, dom = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+verdict = re.search(r'<section id="verdict">(.*?)</section>', dom, re.S)
+assert verdict, "no verdict section"
+verdict = verdict.group(1)
+assert dom.index('id="verdict"') < dom.index("<h2>Host</h2>"), "the verdict is not at the top"
+cells = {(c["transport"], c["path"], c["workload"], c["bs"], c["iodepth"]): c for c in r["cells"] if "error" not in c}
+bw = lambda c: c["bw_MiBps"]["median"]
+ratios = [bw(c) / bw(cells[("tcp",) + k[1:]]) for k, c in cells.items()
+          if k[:2] in (("rdma", "engine"), ("rdma", "fuse")) and k[3] != "4k" and ("tcp",) + k[1:] in cells]
+want = math.exp(sum(map(math.log, ratios)) / len(ratios))
+got = float(re.search(r'data-key="rdma-tcp-bw" data-value="([0-9.]+)"', verdict).group(1))
+assert abs(got - want) <= 1e-3 * want, (got, want)
+assert f"bandwidth with large blocks {want:.2f}×" in verdict, "the sentence does not give the ratio"
+for key in ("nfs-ganesha", "kernel-nfs", "libnfs"):
+    row = re.search(rf'<tr data-key="peer-{key}"[^>]*>.*?</tr>', verdict, re.S)
+    assert row and ("data-value" in row.group(0) or "not measured" in row.group(0)), key
+if all(c.get("repeats", 1) == 1 for c in cells.values()):
+    assert "spread of MiB/s" not in dom, "a spread column for single runs"
+print(f"ok: the verdict gives RDMA ÷ TCP bandwidth {want:.2f}× over {len(ratios)} large-block jobs")
+PY

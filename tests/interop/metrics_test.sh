@@ -85,15 +85,65 @@ done
 [ -n "$found" ] || { tail -5 "$WORK/prometheus.log"; fail "Prometheus did not scrape the expected series"; }
 echo "ok: Prometheus scrapes both endpoints and finds the series"
 
-python3 - "$SRC/dashboards/grafana/nfsrdma.json" "$WORK/server.prom" "$WORK/client.prom" <<'PY' || fail "Grafana dashboard"
-import json, re, sys
-dash = json.load(open(sys.argv[1]))
+python3 - "$SRC/dashboards/grafana/nfsrdma.json" "http://127.0.0.1:$PROM" "$WORK/server.prom" "$WORK/client.prom" <<'PY' ||
+import json, re, sys, time, urllib.parse, urllib.request
+dash, prom = json.load(open(sys.argv[1])), sys.argv[2]
 exported = set()
-for f in sys.argv[2:]:
+for f in sys.argv[3:]:
     exported |= {m.group(1) for m in re.finditer(r"^(nfsrdma_\w+)", open(f).read(), re.M)}
-used = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"nfsrdma_\w+", t["expr"])}
+targets = [(p, t["expr"]) for p in dash["panels"] for t in p["targets"]]
+used = {m for _, e in targets for m in re.findall(r"nfsrdma_\w+", e)}
 missing = sorted(used - exported)
 assert not missing, f"the dashboard uses metrics nobody exports: {missing}"
 assert len(dash["panels"]) >= 8 and any(p["type"] == "heatmap" for p in dash["panels"])
-print(f"ok: Grafana dashboard: {len(dash['panels'])} panels, {len(used)} metrics, all exported")
+
+# Every selector filters on the instance variable: multi-select, with All.
+var = {v["name"]: v for v in dash["templating"]["list"]}.get("instance")
+assert var and var["type"] == "query" and var["multi"] and var["includeAll"], f"no multi-select instance variable with All: {var}"
+for p, e in targets:
+    for name, labels in re.findall(r"(nfsrdma_\w+)(\{[^}]*\})?", e):
+        assert 'instance=~"$instance"' in labels, f"{p['title']}: {name} is not filtered on $instance: {e}"
+
+# Each panel's unit is what its queries return.
+def units(e):
+    if "histogram_quantile" in e:
+        return {"s"}
+    if "_bucket" in e:  # a heatmap's cells: calls per second in each bucket
+        return {"reqps", "ops"}
+    if re.search(r"\brate\(nfsrdma_\w+_bytes_total", e):
+        return {"Bps", "binBps"}
+    if re.search(r"\brate\(", e):
+        return {"reqps", "ops"}
+    return {"short", "none"}  # gauges and increase(): counts
+for p, e in targets:
+    unit = p["fieldConfig"]["defaults"]["unit"]
+    assert unit in units(e), f"{p['title']}: unit {unit} for {e}"
+    if p["type"] == "heatmap":
+        assert p["options"]["yAxis"]["unit"] == "s", p["title"]
+
+def query(q):
+    url = f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    r = json.load(urllib.request.urlopen(url))
+    assert r["status"] == "success", (q, r)
+    return r["data"]["result"]
+
+# The variable's query finds both processes; with All (allValue), every panel's
+# query is valid PromQL, and those over metrics exported here return series.
+inner = re.fullmatch(r"query_result\((.+)\)", var["query"]).group(1)
+regex = re.compile(var["regex"].strip("/"))
+# Grafana matches the regex against each result written as {label="value",...}.
+shown = ["{" + ",".join(f'{k}="{v}"' for k, v in x["metric"].items()) + "}" for x in query(inner)]
+found = {regex.search(s).group(1) for s in shown}
+up = {x["metric"]["instance"] for x in query('up{job="nfsrdma"}')}
+assert found == up and len(up) == 2, (found, up)
+for _ in range(30):
+    empty = [e for p, e in targets
+             if set(re.findall(r"nfsrdma_\w+", e)) <= exported and not query(e.replace("$instance", var["allValue"]))]
+    if not empty:
+        break
+    time.sleep(1)
+assert not empty, f"no series for: {empty}"
+print(f"ok: Grafana dashboard: {len(dash['panels'])} panels, {len(used)} metrics, all exported, "
+      f"filtered on $instance ({', '.join(sorted(found))}), units match the queries")
 PY
+  fail "Grafana dashboard"
