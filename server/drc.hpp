@@ -3,8 +3,9 @@
 // A retransmitted CREATE, REMOVE, RENAME... must get the reply of the first
 // execution, not run twice (a REMOVE run twice answers NOENT). Entries are keyed
 // on xid, client address (not port: a client reconnecting from a new port
-// retransmits), program, version, procedure and a checksum of the whole call,
-// so an xid reused for a different call is not mistaken for a retransmission.
+// retransmits), program, version, procedure and a checksum of the call's
+// length and first 256 bytes after the xid (as nfsd's RC_CSUMLEN), so an xid
+// reused for a different call is not mistaken for a retransmission.
 // A retransmission of a call still executing is dropped. Bounded in entries and
 // in age; the oldest go first.
 #pragma once

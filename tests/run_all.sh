@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every suite and ends with the one summary line CI reads:
-#   build/     (gcc, optimised):        unit, server, interop
+#   build/     (gcc, optimised):        every suite registered (unit, server, fuse, interop,
+#                                       stress, kernel, bench, package)
 #   build-san/ (clang, ASan + UBSan):   unit, server, fuzz (FUZZ_SECONDS each)
 set -uo pipefail
 cd "$(dirname "$0")/.."
