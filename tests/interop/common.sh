@@ -33,29 +33,41 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # start_server EXPORT_LINE...
 start_server() {
-  NFS_PORT=$(free_port)
-  MOUNT_PORT=$(free_port)
-  RDMA_PORT=$(free_port)
-  # RDMA=1: also serve RPC-RDMA (tcp provider) on RDMA_PORT.
-  local args=()
-  if [ "${RDMA:-0}" = 1 ]; then args+=(--rdma-port "$RDMA_PORT" --provider tcp); else args+=(--no-rdma); fi
-  for e in "$@"; do args+=(--export "$e"); done
-  SERVER_ARGS=(--port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind "${BIND:-127.0.0.1}" --no-register
-               --state-dir "$WORK/state" "${args[@]}" ${SERVER_EXTRA:-})
-  launch_server
+  # Another process may take a port between free_port and the server's bind:
+  # new ports then, three tries at most.
+  for attempt in 1 2 3; do
+    NFS_PORT=$(free_port)
+    MOUNT_PORT=$(free_port)
+    RDMA_PORT=$(free_port)
+    # RDMA=1: also serve RPC-RDMA (tcp provider) on RDMA_PORT.
+    local args=()
+    if [ "${RDMA:-0}" = 1 ]; then args+=(--rdma-port "$RDMA_PORT" --provider tcp); else args+=(--no-rdma); fi
+    for e in "$@"; do args+=(--export "$e"); done
+    SERVER_ARGS=(--port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind "${BIND:-127.0.0.1}" --no-register
+                 --state-dir "$WORK/state" "${args[@]}" ${SERVER_EXTRA:-})
+    try_launch && return 0
+    since_launch | grep -q "Address already in use" && [ "$attempt" -lt 3 ] || fail "server exited at start"
+  done
 }
 
 # The server again, on the same ports and state (a restart), after start_server.
-launch_server() {
+launch_server() { try_launch || fail "server exited at start"; }
+
+# Starts the server with SERVER_ARGS and waits until it says it listens (a
+# port that answers could be someone else's): 0 then, 1 when it exited; fails
+# the test if it does neither.
+try_launch() {
+  LAUNCH_LINE=$(( $(cat "$LOG" 2>/dev/null | wc -l) + 1 ))
   "$NFSRDMA_SERVER" "${SERVER_ARGS[@]}" >>"$LOG" 2>&1 &
   SERVER_PID=$!
-  for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/${BIND:-127.0.0.1}/$NFS_PORT") 2>/dev/null; then return 0; fi
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited at start"
+  for _ in $(seq 200); do
+    if since_launch | grep -q "listening: NFSv3 on tcp port $NFS_PORT"; then return 0; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then SERVER_PID=; return 1; fi
     sleep 0.05
   done
   fail "server did not start"
 }
+since_launch() { tail -n +"$LAUNCH_LINE" "$LOG"; }
 
 # veth_netns TAG OCTET: a network namespace joined to this host by a veth pair
 # on 10.OCTET.N.0/24 (N from the PID), the host at $NET.1 and the namespace at
