@@ -26,7 +26,10 @@ namespace {
 
 double round2(double v) { return std::round(v * 100) / 100; }
 
-enum class Kind : std::uint32_t { hello = 1, ping = 2, pong = 3, done = 4 };
+// call/reply: the shape of an RPC-over-RDMA READ with no server work: the
+// call names a client buffer (addr, len, key; pad[0] its slot), the server
+// RMA-Writes len bytes there and then sends the reply, not waiting between.
+enum class Kind : std::uint32_t { hello = 1, ping = 2, pong = 3, done = 4, call = 5, reply = 6 };
 struct Message {
   Kind kind;
   std::uint32_t key;
@@ -126,12 +129,20 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
       return {};
     }));
     Pump pump{*ep, *msgs, {}, 0};
+    OpContext write_ctx;  // call replies' RMA Writes; their completions are only reaped
     pump.send(Message{Kind::hello, target.key(), target.remote_address(buffer.data()), buffer.size(), {}});
     // Serve pings; keep polling meanwhile, which is also what moves the peer's RMA.
     for (;;) {
       Message m = pump.receive();
       if (m.kind == Kind::done) break;
       if (m.kind == Kind::ping) pump.send(Message{Kind::pong, 0, 0, 0, {}});
+      if (m.kind == Kind::call) {
+        std::size_t slot = m.pad[0] % kSlots;
+        must(ep->post_write(&write_ctx, buffer.data(), std::min<std::size_t>(m.len, buffer.size()), target.desc(),
+                            m.addr, m.key));
+        *msgs->send(slot) = Message{Kind::reply, 0, 0, 0, {m.pad[0]}};
+        must(ep->post_send(&msgs->ctx[kSlots + slot], msgs->send(slot), sizeof(Message), msgs->mr.desc()));
+      }
     }
     ep->shutdown();
   }
@@ -183,6 +194,41 @@ double rma_bandwidth(Endpoint& ep, Domain& d, const Message& hello, bool write, 
   return static_cast<double>(bytes) / secs / (1 << 20);
 }
 
+// Calls per second of READ-shaped calls (see Kind) with `block`-byte
+// payloads and `depth` in flight: the provider's ceiling for small NFS READs.
+double call_rate(Endpoint& ep, Domain& d, Messages& m, std::size_t block, std::size_t depth, double seconds) {
+  depth = std::min(depth, kSlots);
+  std::vector<std::uint8_t> local(block * depth);
+  MemoryRegion mr = must(d.register_memory(local.data(), local.size(), true));
+  auto post = [&](std::size_t slot) {
+    *m.send(slot) = Message{Kind::call, static_cast<std::uint32_t>(mr.key()),
+                            mr.remote_address(local.data() + slot * block), block, {static_cast<std::uint8_t>(slot)}};
+    must(ep.post_send(&m.ctx[kSlots + slot], m.send(slot), sizeof(Message), m.mr.desc()));
+  };
+  for (std::size_t i = 0; i < depth; ++i) post(i);
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::size_t outstanding = depth, calls = 0;
+  while (outstanding > 0) {
+    Completion c[32];
+    std::size_t n = must(ep.poll(c, 1000));
+    for (std::size_t k = 0; k < n; ++k) {
+      if (c[k].error) die(Error{ErrorDomain::fabric, c[k].error, Action::fail, "call completion with an error"});
+      if (!(c[k].flags & FI_RECV)) continue;
+      std::size_t slot = m.index_of(c[k].context);
+      std::size_t call = m.recv(slot)->pad[0];
+      must(ep.post_recv(&m.ctx[slot], m.recv(slot), sizeof(Message), m.mr.desc()));
+      ++calls;
+      --outstanding;
+      if (Clock::now() < end) {
+        post(call);
+        ++outstanding;
+      }
+    }
+  }
+  return static_cast<double>(calls) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 int run_client(const std::string& provider, const std::string& peer, std::uint16_t port, double seconds,
                std::size_t depth, bool json) {
   auto info = must(get_info(provider, peer, std::to_string(port), false));
@@ -216,6 +262,8 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
                       depth, mibs, "MiB/s"});
     }
   }
+  rows.push_back({"READ-shaped calls", "4 KiB", std::min(depth, kSlots), call_rate(*ep, *domain, m, 4096, depth, seconds),
+                  "calls/s"});
   pump.send(Message{Kind::done, 0, 0, 0, {}});
 
   if (json) {
@@ -246,7 +294,7 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fabric_bench: raw libfabric RMA bandwidth and send/recv latency (server when no --peer)"};
+  CLI::App app{"fabric_bench: raw libfabric RMA bandwidth, send/recv latency and READ-shaped call rate (server when no --peer)"};
   std::string provider, peer;
   std::uint16_t port = 20050;
   double seconds = 2;
