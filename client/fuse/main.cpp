@@ -80,6 +80,22 @@ void set_readahead(std::string mountpoint, std::uint32_t rsize) {
   }).detach();
 }
 
+// --help's list of mount options, from the table the parser uses; options
+// that share a description share a line.
+std::string mount_options_help() {
+  std::string out = "Mount options:\n";
+  auto docs = fuse::mount_option_docs();
+  for (std::size_t i = 0; i < docs.size();) {
+    std::string names(docs[i].spelling);
+    std::size_t j = i + 1;
+    for (; j < docs.size() && docs[j].help == docs[i].help; ++j) names += ", " + std::string(docs[j].spelling);
+    out += names.size() < 34 ? fmt::format("  {:<34}{}\n", names, docs[i].help)
+                             : fmt::format("  {}\n  {:<34}{}\n", names, "", docs[i].help);
+    i = j;
+  }
+  return out + "\nAlso accepted: x-* and comment= (mount(8) and systemd's).";
+}
+
 // The atime options libfuse does not pass, set on the mount point as mount(8)
 // would. An empty string, or why it could not be done.
 std::string set_atime(const std::string& mountpoint, const fuse::MountOptions& o) {
@@ -153,17 +169,7 @@ int main(int argc, char** argv) {
   app.add_flag("-d,--debug", debug, "Foreground, with FUSE and NFS debug logging");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")->capture_default_str();
   app.set_version_flag("-V,--version", "nfsrdma-fuse " NFSRDMA_VERSION);
-  std::string footer = "Mount options:\n";
-  auto docs = fuse::mount_option_docs();
-  for (std::size_t i = 0; i < docs.size();) {  // options that share a line, together
-    std::string names(docs[i].spelling);
-    std::size_t j = i + 1;
-    for (; j < docs.size() && docs[j].help == docs[i].help; ++j) names += std::string(", ") + std::string(docs[j].spelling);
-    footer += names.size() < 34 ? fmt::format("  {:<34}{}\n", names, docs[i].help)
-                                : fmt::format("  {}\n  {:<34}{}\n", names, "", docs[i].help);
-    i = j;
-  }
-  app.footer(footer + "\nAlso accepted: x-* and comment= (mount(8) and systemd's).");
+  app.footer(mount_options_help());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
