@@ -32,7 +32,7 @@ struct nfsrdma_options {
 
 static struct fio_option options[] = {
     {.name = "nfs_export", .lname = "NFS export", .type = FIO_OPT_STR_STORE,
-     .off1 = offsetof(struct nfsrdma_options, nfs_export), .help = "The export, host:/path",
+     .off1 = offsetof(struct nfsrdma_options, nfs_export), .help = "The export, host:/path or [address]:/path",
      .category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID},
     {.name = "nfs_transport", .lname = "NFS transport", .type = FIO_OPT_STR,
      .off1 = offsetof(struct nfsrdma_options, nfs_transport), .help = "rdma (RPC-over-RDMA) or tcp", .def = "rdma",

@@ -80,3 +80,12 @@ echo "ok: bench/fio_compare.sh"
 if run_fio refused rdma --rw=write --bs=4k --nfs_export="127.0.0.1:/not/exported"; then fail "refused export ran"; fi
 grep -q "no such export" "$WORK/refused.out" || { cat "$WORK/refused.out"; fail "unclear refusal"; }
 echo "ok: a refused export fails the job with a clear message"
+
+# An IPv6 server, named as nfsrdma-fuse names it: [address]:/export.
+kill "$SERVER_PID" && wait "$SERVER_PID" 2>/dev/null || true
+BIND=::1 start_server "$EXPORT ::1(rw,no_root_squash)"
+for transport in rdma tcp; do
+  run_fio "v6-$transport" "$transport" --nfs_export="[::1]:$EXPORT" --rw=write --bs=64k --verify=crc32c ||
+    { cat "$WORK/v6-$transport.out"; fail "[::1]:/export over $transport"; }
+done
+echo "ok: [::1]:/export over rdma and tcp"
