@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   if (::geteuid() == 0) fuse_opts += ",allow_other";  // a network filesystem is for every user, as with nfs
   if (mo.read_only) fuse_opts += ",ro";
   for (auto& o : mo.fuse_args) {
-    if (o != "default_permissions" && (o != "allow_other" || ::geteuid() != 0)) fuse_opts += "," + o;
+    if (o != "allow_other" || ::geteuid() != 0) fuse_opts += "," + o;
   }
   std::vector<const char*> fargv = {argv[0], "-o", fuse_opts.c_str()};
   if (debug) fargv.push_back("-d");
