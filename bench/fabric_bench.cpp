@@ -129,7 +129,10 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
       return {};
     }));
     Pump pump{*ep, *msgs, {}, 0};
-    OpContext write_ctx;  // call replies' RMA Writes; their completions are only reaped
+    // Call replies' RMA Writes: unsignalled, as the server's are, where the
+    // provider orders the Send behind them; else their completions are only reaped.
+    OpContext write_ctx;
+    const bool chain = ep->orders_send_after_write();
     pump.send(Message{Kind::hello, target.key(), target.remote_address(buffer.data()), buffer.size(), {}});
     // Serve pings; keep polling meanwhile, which is also what moves the peer's RMA.
     for (;;) {
@@ -139,7 +142,7 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
       if (m.kind == Kind::call) {
         std::size_t slot = m.pad[0] % kSlots;
         must(ep->post_write(&write_ctx, buffer.data(), std::min<std::size_t>(m.len, buffer.size()), target.desc(),
-                            m.addr, m.key));
+                            m.addr, m.key, !chain));
         *msgs->send(slot) = Message{Kind::reply, 0, 0, 0, {m.pad[0]}};
         must(ep->post_send(&msgs->ctx[kSlots + slot], msgs->send(slot), sizeof(Message), msgs->mr.desc()));
       }

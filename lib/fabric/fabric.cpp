@@ -64,9 +64,10 @@ Info::~Info() {
 
 namespace {
 Result<Info> get_info_sized(const std::string& provider, const std::string& node, const std::string& service,
-                            bool passive, std::size_t queue_depth) {
+                            bool passive, std::size_t queue_depth, std::uint64_t msg_order) {
   Info hints(fi_allocinfo());
   hints->tx_attr->size = queue_depth;
+  hints->tx_attr->msg_order = msg_order;
   hints->rx_attr->size = queue_depth;
   hints->ep_attr->type = FI_EP_MSG;
   hints->caps = FI_MSG | FI_RMA;
@@ -92,10 +93,15 @@ Result<Info> get_info(const std::string& provider, const std::string& node, cons
                       bool passive) {
   // Queues deep enough for 1024 credits' receives and their replies' Sends
   // and RMA, where the device allows; else the provider's defaults (verbs
-  // gives 384 unless asked, and refuses more than the device has).
-  auto r = get_info_sized(provider, node, service, passive, kQueueDepth);
-  if (!r && r.error().code == FI_ENODATA) r = get_info_sized(provider, node, service, passive, 0);
-  return r;
+  // gives 384 unless asked, and refuses more than the device has). Sends
+  // ordered after RDMA Writes where the provider has it (verbs, tcp), so a
+  // reply can be posted right behind its data (Endpoint::orders_send_after_write).
+  for (std::uint64_t order : {std::uint64_t{FI_ORDER_SAW}, std::uint64_t{0}}) {
+    auto r = get_info_sized(provider, node, service, passive, kQueueDepth, order);
+    if (!r && r.error().code == FI_ENODATA) r = get_info_sized(provider, node, service, passive, 0, order);
+    if (r || r.error().code != FI_ENODATA || order == 0) return r;
+  }
+  return Error{ErrorDomain::fabric, FI_ENODATA, Action::fail, "unreachable"};
 }
 
 Result<std::string> choose_provider(const std::string& requested) {
@@ -204,9 +210,15 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth) {
   if (int rc = fi_eq_open(domain_.fabric(), &eq_attr, &eq_, nullptr); rc != 0) return fabric_error(rc, "fi_eq_open");
   if (int rc = fi_ep_bind(ep_, &eq_->fid, 0); rc != 0) return fabric_error(rc, "fi_ep_bind(eq)");
   if (int rc = fi_cq_open(domain_.get(), &cq_attr, &cq_, nullptr); rc != 0) return fabric_error(rc, "fi_cq_open");
-  if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0) return fabric_error(rc, "fi_ep_bind(cq)");
+  // Transmits complete only when posted with FI_COMPLETION (every one but an
+  // unsignalled Write; see post_write).
+  if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_SELECTIVE_COMPLETION); rc != 0) {
+    return fabric_error(rc, "fi_ep_bind(cq, transmit)");
+  }
+  if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_RECV); rc != 0) return fabric_error(rc, "fi_ep_bind(cq, receive)");
   if (int rc = fi_enable(ep_); rc != 0) return fabric_error(rc, "fi_enable");
   max_msg_ = info->ep_attr->max_msg_size;
+  send_after_write_ = (info->tx_attr->msg_order & FI_ORDER_SAW) != 0;
   if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in)) {
     char host[INET6_ADDRSTRLEN] = "?";
     const auto* sa = static_cast<const sockaddr*>(info->dest_addr);
@@ -289,17 +301,31 @@ Result<void> Endpoint::post_recv(OpContext* ctx, void* buf, std::size_t len, voi
 }
 
 Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc) {
-  return posted(fi_send(ep_, buf, len, desc, 0, ctx), "fi_send");
+  iovec iov{const_cast<void*>(buf), len};
+  fi_msg msg{&iov, &desc, 1, 0, ctx, 0};
+  return posted(fi_sendmsg(ep_, &msg, FI_COMPLETION), "fi_sendmsg");
 }
+
+namespace {
+ssize_t post_rma(fid_ep* ep, bool write, OpContext* ctx, void* local, std::size_t len, void* desc,
+                 std::uint64_t remote_addr, std::uint32_t key, std::uint64_t flags) {
+  iovec iov{local, len};
+  fi_rma_iov rma{remote_addr, len, key};
+  fi_msg_rma msg{&iov, &desc, 1, 0, &rma, 1, ctx, 0};
+  return write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
+}
+}  // namespace
 
 Result<void> Endpoint::post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
                                  std::uint32_t key) {
-  return posted(fi_read(ep_, local, len, desc, 0, remote_addr, key, ctx), "fi_read");
+  return posted(post_rma(ep_, false, ctx, local, len, desc, remote_addr, key, FI_COMPLETION), "fi_readmsg");
 }
 
 Result<void> Endpoint::post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
-                                  std::uint64_t remote_addr, std::uint32_t key) {
-  return posted(fi_write(ep_, local, len, desc, 0, remote_addr, key, ctx), "fi_write");
+                                  std::uint64_t remote_addr, std::uint32_t key, bool signalled) {
+  return posted(post_rma(ep_, true, ctx, const_cast<void*>(local), len, desc, remote_addr, key,
+                         signalled ? FI_COMPLETION : 0),
+                "fi_writemsg");
 }
 
 Result<std::size_t> Endpoint::poll(std::span<Completion> out, int timeout_ms) {

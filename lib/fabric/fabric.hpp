@@ -141,11 +141,17 @@ class Endpoint {
 
   Result<void> post_recv(OpContext* ctx, void* buf, std::size_t len, void* desc);
   Result<void> post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc);
-  // One RMA each; the caller keeps `len` within max_rma_bytes().
+  // One RMA each; the caller keeps `len` within max_rma_bytes(). An
+  // unsignalled Write (`signalled` false) completes only if it fails; a
+  // signalled operation posted after it completes after it.
   Result<void> post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
                          std::uint32_t key);
   Result<void> post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
-                          std::uint64_t remote_addr, std::uint32_t key);
+                          std::uint64_t remote_addr, std::uint32_t key, bool signalled = true);
+  // True when a Send posted after RDMA Writes reaches the peer after their
+  // data is placed (FI_ORDER_SAW; RC queue pairs and the tcp provider): the
+  // Send need not wait for the Writes' completions.
+  bool orders_send_after_write() const { return send_after_write_; }
 
   // Reaps up to out.size() completions, waiting up to `timeout_ms` (0: don't
   // wait) for the first. Returns how many, or an error if the queue broke.
@@ -170,6 +176,7 @@ class Endpoint {
   fid_cq* cq_ = nullptr;
   fid_eq* eq_ = nullptr;
   std::size_t max_msg_ = 0;
+  bool send_after_write_ = false;
   std::string peer_;
   bool gone_ = false;
 };

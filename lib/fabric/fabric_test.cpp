@@ -1,6 +1,8 @@
 // lib/fabric over the tcp provider on loopback: connect/accept with private
 // data, sends and receives, and RMA Write/Read addressed as FI_MR_BASIC
-// segments (virtual address + 32-bit key), checked byte for byte.
+// segments (virtual address + 32-bit key), checked byte for byte; a Send
+// posted behind an unsignalled Write arrives after the Write's data and is
+// the only completion of the two.
 #include "lib/fabric/fabric.hpp"
 
 #include <gtest/gtest.h>
@@ -43,6 +45,8 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
   std::vector<std::uint8_t> server_saw_private;
   OpContext server_recv_ctx{};
   std::uint8_t server_inbox[64] = {};
+  constexpr std::size_t kChainedAt = 4096 + 256 * 1024, kChained = 64 * 1024;
+  std::vector<std::uint8_t> chained_seen;  // the unsignalled Write's target, as the Send arrived
   MemoryRegion target_mr, inbox_mr;
   std::promise<std::pair<std::uint64_t, std::uint32_t>> segment;  // where the client may write
   auto segment_ready = segment.get_future();
@@ -71,6 +75,7 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].context, &server_recv_ctx);
     EXPECT_EQ(got[0].len, 5u);
+    chained_seen.assign(target.begin() + kChainedAt, target.begin() + kChainedAt + kChained);
   });
 
   auto info = get_info("tcp", "127.0.0.1", std::to_string(port), false);
@@ -109,10 +114,30 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
   drain(**ep, 1, got);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(back, local);
-  // A message ends the server's wait.
+  // An unsignalled Write, then the message that ends the server's wait,
+  // posted at once: the Send's is the only completion, and the data is in
+  // place when the server sees the message.
+  ASSERT_TRUE((*ep)->orders_send_after_write());
+  std::vector<std::uint8_t> chained(kChained);
+  for (std::size_t i = 0; i < chained.size(); ++i) chained[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  auto cmr = (*domain)->register_memory(chained.data(), chained.size(), false);
+  ASSERT_TRUE(cmr.ok());
+  OpContext unsignalled{};
+  ASSERT_TRUE((*ep)->post_write(&unsignalled, chained.data(), chained.size(), cmr->desc(), remote + kChainedAt - 4096,
+                                key, false)
+                  .ok());
   const std::uint8_t bye[] = {'h', 'e', 'l', 'l', 'o'};
   ASSERT_TRUE((*ep)->post_send(&sctx, bye, sizeof bye, nullptr).ok());
+  got.clear();
+  drain(**ep, 1, got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].context, &sctx);
+  Completion more[4];
+  auto extra = (*ep)->poll(more, 200);
+  ASSERT_TRUE(extra.ok());
+  EXPECT_EQ(*extra, 0u) << "an unsignalled Write reported a completion";
   server.join();
+  EXPECT_EQ(chained_seen, chained);
   EXPECT_EQ(server_saw_private.size() >= 4 ? server_saw_private[server_saw_private.size() - 4] : 0, 1);
   EXPECT_EQ(std::vector<std::uint8_t>(target.begin() + 4096, target.begin() + 4096 + local.size()), local);
   EXPECT_EQ(target[4095], 0);

@@ -85,7 +85,8 @@ std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> s
 }
 
 Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx, bool write, std::uint8_t* local,
-                                   std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments) {
+                                   std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments,
+                                   bool signalled) {
   std::size_t posted = 0, done = 0;
   const std::size_t max_op = std::max<std::size_t>(ep.max_rma_bytes(), 4096);
   for (const auto& seg : segments) {
@@ -93,7 +94,7 @@ Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx,
     while (done < len && in_segment < seg.length) {
       std::size_t n = std::min({len - done, std::size_t{seg.length} - in_segment, max_op});
       std::uint64_t remote = seg.offset + in_segment;
-      auto r = write ? ep.post_write(ctx, local + done, n, desc, remote, seg.handle)
+      auto r = write ? ep.post_write(ctx, local + done, n, desc, remote, seg.handle, signalled)
                      : ep.post_read(ctx, local + done, n, desc, remote, seg.handle);
       if (!r) return r.error();
       ++posted;

@@ -66,8 +66,11 @@ std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> s
 
 // Posts the RMA operations that move `len` bytes between local memory and a
 // chunk's segments, split at each segment boundary and at the provider's
-// largest RMA. `ctx` is used for every operation; returns how many were posted.
+// largest RMA. `ctx` is used for every operation; returns how many were
+// posted. Writes are unsignalled when `signalled` is false; Reads are always
+// signalled.
 Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx, bool write, std::uint8_t* local,
-                                   std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments);
+                                   std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments,
+                                   bool signalled = true);
 
 }  // namespace nfsrdma::rdma

@@ -44,6 +44,9 @@ struct Request : Ctx {
   std::vector<std::uint8_t> body;  // the reply's inline part
   std::uint32_t write_len = 0;     // bytes placed in the Write chunk
   std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
+  // Its Writes are unsignalled and its Send follows them at once: the payload
+  // buffer stays until the Send completes (release()).
+  bool chained = false;
 };
 
 std::int64_t steady_ns() {
@@ -119,6 +122,12 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // `placed`: the Read chunk's data, left in the payload buffer the call keeps.
   void dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at = {},
                 std::span<const std::uint8_t> placed = {});
+  // Posts the RDMA Writes of `len` bytes of payload buffer `slot` into
+  // `segs`; the request moves on when they complete, or at once when the
+  // Send can follow them unwaited (chain()).
+  void push(Request& r, std::size_t slot, std::uint32_t len, std::span<const rpcrdma::Segment> segs);
+  bool chain(const Request& r) const;
+  bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
   void finish_reply(Request& r);
   void send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
@@ -375,6 +384,8 @@ void ServerConnection::handler_done(Request& r) {
 
 void ServerConnection::release(Request& r) {
   give_back(r);
+  r.rma_since_ns = 0;
+  r.chained = false;
   r.phase = Phase::idle;
   r.body.clear();
   std::lock_guard lk(mu_);
@@ -528,15 +539,8 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     r.write_len = static_cast<std::uint32_t>(msg.payload_length);
     r.phase = Phase::pushing_data;
     r.body = std::move(msg.bytes);
-    SlotPool& pool = payload_->slots();
     std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
-    r.rma_left = count_chunk_ops(r.write_len, segs, ep_->max_rma_bytes());
-    r.rma_since_ns = steady_ns();
-    if (!post_chunk_rma(*ep_, &r.op, true, pool.slot(*r.payload_slot).data(), r.write_len, pool.region().desc(),
-                        segs)) {
-      fail(r, "cannot post RDMA Write");
-    }
-    return;
+    return push(r, *r.payload_slot, r.write_len, segs);
   }
   give_back(r);  // a lent buffer the reply did not use, or the Read chunk's data
   if (has_write_chunk && msg.payload_length > 0) {
@@ -558,11 +562,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
       r.body = without_payload(*payload);
       std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(),
                                              r.hdr.write_list[0].segments.size());
-      r.rma_left = count_chunk_ops(r.write_len, segs, self->ep_->max_rma_bytes());
-      r.rma_since_ns = steady_ns();
-      if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.write_len, pool.region().desc(), segs)) {
-        self->fail(r, "cannot post RDMA Write");
-      }
+      self->push(r, slot, r.write_len, segs);
     });
     return;
   }
@@ -571,11 +571,35 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   finish_reply(r);
 }
 
-void ServerConnection::finish_reply(Request& r) {
-  give_back(r);
+// Chaining needs the provider's ordering, and a reply that then goes inline:
+// one that needs the Reply chunk too would want a second payload buffer while
+// the Write chunk's is still held.
+bool ServerConnection::chain(const Request& r) const {
+  return ep_->orders_send_after_write() && (r.phase == Phase::pushing_reply || fits_inline(r));
+}
+
+bool ServerConnection::fits_inline(const Request& r) const {
   // Our header is at most this long: fixed words plus the echoed Write chunk.
   const std::size_t header_max = rpcrdma::kMinHeaderBytes + 8 + r.hdr.write_list.size() * (8 + 16 * rpcrdma::kMaxChunkSegments);
-  if (header_max + r.body.size() <= peer_recv_inline_) return send_reply(r, rpcrdma::RDMA_MSG);
+  return header_max + r.body.size() <= peer_recv_inline_;
+}
+
+void ServerConnection::push(Request& r, std::size_t slot, std::uint32_t len, std::span<const rpcrdma::Segment> segs) {
+  SlotPool& pool = payload_->slots();
+  r.chained = chain(r);
+  r.rma_left = r.chained ? 0 : count_chunk_ops(len, segs, ep_->max_rma_bytes());
+  // Chained, this stays set until the Send completes: a Write the peer never
+  // takes holds the Send behind it, and check_rma_deadline() sees it.
+  r.rma_since_ns = steady_ns();
+  if (!post_chunk_rma(*ep_, &r.op, true, pool.slot(slot).data(), len, pool.region().desc(), segs, !r.chained)) {
+    return fail(r, "cannot post RDMA Write");
+  }
+  if (r.chained) on_rma_done(r);
+}
+
+void ServerConnection::finish_reply(Request& r) {
+  if (!r.chained) give_back(r);
+  if (fits_inline(r)) return send_reply(r, rpcrdma::RDMA_MSG);
   if (!r.hdr.reply_chunk || r.body.size() > r.hdr.reply_chunk->length()) {
     NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: a {}-byte reply needs a {}", peer_.describe(), r.hdr.xid,
                  r.body.size(), r.hdr.reply_chunk ? "larger Reply chunk" : "Reply chunk");
@@ -591,11 +615,7 @@ void ServerConnection::finish_reply(Request& r) {
     if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
     std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
     std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
-    r.rma_left = count_chunk_ops(r.reply_len, segs, self->ep_->max_rma_bytes());
-    r.rma_since_ns = steady_ns();
-    if (!post_chunk_rma(*self->ep_, &r.op, true, pool.slot(slot).data(), r.reply_len, pool.region().desc(), segs)) {
-      self->fail(r, "cannot post RDMA Write");
-    }
+    self->push(r, slot, r.reply_len, segs);
   });
 }
 
@@ -611,7 +631,7 @@ static rpcrdma::WriteChunk used_part(const rpcrdma::WriteChunk& c, std::uint32_t
 }
 
 void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
-  give_back(r);
+  if (!r.chained) give_back(r);
   Header h;
   h.xid = r.hdr.xid;
   h.credits = server_.options_.credits;
