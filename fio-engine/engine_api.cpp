@@ -1,6 +1,9 @@
-// The C API of fio-engine/engine_api.h over client/core. Completions from the
-// transports' threads go into one queue per session, which fio drains from
-// its getevents (the library never owns fio's event loop).
+// The C API of fio-engine/engine_api.h over client/core. Completions go into
+// one queue per session, which fio drains from its getevents. Over RDMA the
+// connections have no threads: getevents reaps their completion queues
+// itself, so a reply is handled on fio's thread with no hand-off. Over TCP
+// the transport's thread queues them and getevents waits on a condition
+// variable.
 #include "fio-engine/engine_api.h"
 
 #include <cerrno>
@@ -25,6 +28,10 @@ struct nfsrdma_session {
   std::vector<std::unique_ptr<client::NfsClient>> clients;  // nconnect
   std::uint32_t rsize = 0, wsize = 0;                       // the server's FSINFO rtmax/wtmax, in pages
   std::size_t next = 0;                                     // round robin, under mu
+  bool driven = false;  // RDMA: getevents drives the clients (NfsClient::progress)
+  std::size_t next_wait = 0;  // driven, nconnect: the client getevents waits on next (fio's thread only)
+  // Completions come from fio's thread when `driven`, but also from a client's
+  // maintenance thread (timeouts, shutdown): hence the lock.
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::pair<void*, long>> done;  // guarded by mu
@@ -39,7 +46,7 @@ struct File {
 void complete(nfsrdma_session* s, void* cookie, long result) {
   std::lock_guard lk(s->mu);
   s->done.emplace_back(cookie, result);
-  s->cv.notify_one();
+  if (!s->driven) s->cv.notify_one();
 }
 
 client::NfsClient& pick(nfsrdma_session* s) {
@@ -73,9 +80,11 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
   o.port = static_cast<std::uint16_t>(p->port);
   o.mount_port = static_cast<std::uint16_t>(p->mount_port);
   o.credits = p->credits ? p->credits : 128;
+  o.caller_progress = !p->tcp;
   o.uid = p->uid;
   o.gid = p->gid;
   auto s = std::make_unique<nfsrdma_session>();
+  s->driven = o.caller_progress;
   for (unsigned i = 0; i < std::max(1u, p->nconnect); ++i) {
     auto c = client::NfsClient::connect(o);
     if (!c) return say(c.error().describe());
@@ -267,16 +276,10 @@ extern "C" int nfsrdma_submit(nfsrdma_session* s, void* file, int op, void* buf,
   return 0;
 }
 
-extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, const struct timespec* t, void** cookies,
-                            long* results) {
-  std::unique_lock lk(s->mu);
-  auto enough = [&] { return s->done.size() >= min; };
-  if (t) {
-    auto wait = std::chrono::seconds(t->tv_sec) + std::chrono::nanoseconds(t->tv_nsec);
-    s->cv.wait_for(lk, wait, enough);
-  } else {
-    s->cv.wait(lk, enough);
-  }
+namespace {
+
+// Moves up to `max` completions out; returns how many.
+unsigned take_done(nfsrdma_session* s, unsigned max, void** cookies, long* results) {
   unsigned n = 0;
   while (n < max && !s->done.empty()) {
     cookies[n] = s->done.front().first;
@@ -284,5 +287,47 @@ extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, cons
     s->done.pop_front();
     ++n;
   }
-  return static_cast<int>(n);
+  return n;
+}
+
+// One look at every connection, then, if nothing came, a wait of at most
+// `wait_ms` on one of them in turn (a completion from a maintenance thread
+// is seen within that).
+void drive(nfsrdma_session* s, int wait_ms) {
+  std::size_t ran = 0;
+  for (auto& c : s->clients) ran += c->progress(s->clients.size() == 1 ? wait_ms : 0);
+  if (ran == 0 && s->clients.size() > 1 && wait_ms > 0) {
+    s->clients[s->next_wait++ % s->clients.size()]->progress(std::min(wait_ms, 1));
+  }
+}
+
+}  // namespace
+
+extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, const struct timespec* t, void** cookies,
+                            long* results) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = t ? Clock::now() + std::chrono::seconds(t->tv_sec) + std::chrono::nanoseconds(t->tv_nsec)
+                          : Clock::time_point::max();
+  if (!s->driven) {
+    std::unique_lock lk(s->mu);
+    auto enough = [&] { return s->done.size() >= min; };
+    if (t) {
+      s->cv.wait_until(lk, deadline, enough);
+    } else {
+      s->cv.wait(lk, enough);
+    }
+    return static_cast<int>(take_done(s, max, cookies, results));
+  }
+  drive(s, 0);
+  for (;;) {
+    {
+      std::lock_guard lk(s->mu);
+      if (s->done.size() >= min) return static_cast<int>(take_done(s, max, cookies, results));
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    drive(s, static_cast<int>(std::min<long long>(left, 20)));
+  }
+  std::lock_guard lk(s->mu);
+  return static_cast<int>(take_done(s, max, cookies, results));
 }

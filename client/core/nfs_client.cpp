@@ -55,6 +55,9 @@ metrics::Counter& retransmits_counter() {
 }  // namespace
 
 Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& options) {
+  if (options.caller_progress && options.proto != Proto::rdma) {
+    return Error{ErrorDomain::config, EINVAL, Action::fail, "nfs: caller-driven progress is for RDMA connections only"};
+  }
   std::unique_ptr<NfsClient> c(new NfsClient(options));
   reconnects_counter();
   retransmits_counter();
@@ -106,6 +109,7 @@ Result<NfsClient::Transports> NfsClient::make_transports(const std::vector<std::
       rdma::RdmaClientOptions o;
       o.provider = options_.provider;
       o.max_credits = options_.credits;
+      o.caller_progress = options_.caller_progress;
       auto c = rdma::RdmaClient::connect(options_.host, nfs_port_, o);
       if (!c) return c.error();
       t = std::move(*c);
@@ -293,6 +297,31 @@ void NfsClient::maintenance_loop() {
   }
 }
 
+std::size_t NfsClient::progress(int timeout_ms) {
+  Transports ts;
+  std::size_t first = 0;
+  {
+    std::lock_guard lk(mu_);
+    ts = transports_;  // held here: a reconnect may drop them meanwhile
+    first = next_progress_++;
+  }
+  std::size_t ran = 0;
+  bool broken = ts.empty();
+  // nconnect: a look at each, then a wait on one of them in turn, in slices
+  // short enough that the others' replies wait little.
+  for (auto& t : ts) {
+    auto n = t->progress(ts.size() == 1 ? timeout_ms : 0);
+    if (n) ran += *n;
+    broken |= !n;
+  }
+  if (ran == 0 && !broken && ts.size() > 1 && timeout_ms > 0) {
+    if (auto n = ts[first % ts.size()]->progress(std::min(timeout_ms, 1))) ran = *n;
+  }
+  // Broken or being remade: the maintenance thread brings new connections.
+  if (ran == 0 && broken && timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
+  return ran;
+}
+
 void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3res>)> done, const Identity* as) {
   // The arguments up to and including the data's length; the data goes separately.
   std::vector<std::uint8_t> head;
@@ -377,7 +406,7 @@ Result<std::uint32_t> NfsClient::read_sync(const nfs_fh3& fh, std::uint64_t offs
                                            bool* eof) {
   auto box = std::make_shared<SyncBox<ReadResult>>();
   read(fh, offset, out, [box](Result<ReadResult> r) { box->set(std::move(r)); });
-  auto r = box->get();
+  auto r = wait(*box);
   if (!r) return r.error();
   if (r->status != NFS3_OK) {
     return Error{ErrorDomain::rpc, static_cast<int>(r->status), Action::fail,
@@ -390,7 +419,7 @@ Result<std::uint32_t> NfsClient::read_sync(const nfs_fh3& fh, std::uint64_t offs
 Result<WRITE3res> NfsClient::write_sync(const WRITE3args& args) {
   auto box = std::make_shared<SyncBox<WRITE3res>>();
   write(args, [box](Result<WRITE3res> r) { box->set(std::move(r)); });
-  return box->get();
+  return wait(*box);
 }
 
 }  // namespace nfsrdma::client

@@ -9,7 +9,8 @@
 // unchanged, so the server's duplicate request cache answers retransmissions
 // of non-idempotent calls. hard (default): calls wait through outages; soft:
 // a call fails with ETIMEDOUT after `retrans` timeouts. Callbacks run on a
-// transport thread; spans in a result (READ data) live only during the callback.
+// transport thread, or with `caller_progress` on the thread in progress();
+// spans in a result (READ data) live only during the callback.
 #pragma once
 
 #include <atomic>
@@ -45,6 +46,10 @@ struct NfsClientOptions {
   bool hard = true;
   bool resvport = true;          // TCP from a source port below 1024 when root (RDMA has no such port)
   std::uint32_t uid = 0, gid = 0;  // AUTH_SYS identity unless a call gives its own
+  // RDMA only: the connections have no threads of their own; the owner
+  // drives them with progress() and callbacks run on its thread (the fio
+  // engine reaps in getevents). The *_sync calls drive it themselves.
+  bool caller_progress = false;
 };
 
 struct Identity {
@@ -60,6 +65,11 @@ class NfsClient {
 
   const nfs3::nfs_fh3& root() const { return root_; }
   const NfsClientOptions& options() const { return options_; }
+
+  // With NfsClientOptions::caller_progress: runs the callbacks of the replies
+  // that arrived, waiting up to `timeout_ms` (0: not at all) for the first.
+  // Returns how many ran; 0 while the connection is being remade.
+  std::size_t progress(int timeout_ms);
   std::uint64_t reconnects() const { return reconnects_; }
 
   using RawDone = std::function<void(Result<std::span<const std::uint8_t>>)>;
@@ -104,7 +114,7 @@ class NfsClient {
   Result<Res> call_sync(nfs3::Proc proc, const Args& args, const Identity* as = nullptr) {
     auto box = std::make_shared<SyncBox<Res>>();
     call<Res>(proc, args, [box](Result<Res> r) { box->set(std::move(r)); }, as);
-    return box->get();
+    return wait(*box);
   }
   // READ into `out`; returns the bytes read (eof when fewer than asked).
   Result<std::uint32_t> read_sync(const nfs3::nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> out,
@@ -142,7 +152,16 @@ class NfsClient {
       cv.wait(lk, [&] { return value.has_value(); });
       return std::move(*value);
     }
+    bool ready() {
+      std::lock_guard lk(mu);
+      return value.has_value();
+    }
   };
+  template <class Res>
+  Result<Res> wait(SyncBox<Res>& box) {
+    while (options_.caller_progress && !box.ready()) progress(100);
+    return box.get();
+  }
 
   explicit NfsClient(const NfsClientOptions& o) : options_(o) {}
   template <class Args>
@@ -177,6 +196,7 @@ class NfsClient {
   std::condition_variable cv_;
   Transports transports_;  // empty while reconnecting
   std::size_t next_transport_ = 0;
+  std::size_t next_progress_ = 0;  // nconnect: the connection progress() blocks on next
   std::uint64_t generation_ = 0;
   bool reconnect_wanted_ = false;
   std::map<std::uint32_t, Pending> pending_;

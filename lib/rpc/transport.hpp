@@ -57,6 +57,15 @@ class ClientTransport {
   virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
   // Fails every call still pending and stops; no callback runs after it returns.
   virtual void shutdown() = 0;
+  // For a transport made without a thread of its own (caller-driven
+  // progress): reaps completions, running their reply handlers on the calling
+  // thread, waiting up to `timeout_ms` for the first. Returns how many, or the
+  // error that broke the connection (its calls have failed by then).
+  // Transports with their own thread have nothing to do here and return 0.
+  virtual Result<std::size_t> progress(int timeout_ms) {
+    (void)timeout_ms;
+    return std::size_t{0};
+  }
   // Registers caller memory once (e.g. fio's I/O buffers) so payloads and
   // reply data inside it move without copies. Payloads there must stay
   // unchanged until their reply. Transports with nothing to register accept it.

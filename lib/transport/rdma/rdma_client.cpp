@@ -95,7 +95,7 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
   }
   c->ep_ = std::move(*ep);
   c->peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(theirs), options.inline_bytes);
-  c->progress_ = std::thread([self] { self->progress_loop(); });
+  if (!options.caller_progress) c->progress_ = std::thread([self] { self->progress_loop(); });
   return c;
 }
 
@@ -394,37 +394,48 @@ void RdmaClient::fail_all(const Error& e) {
 }
 
 void RdmaClient::progress_loop() {
+  while (!stopping_ && step(200)) {
+  }
+}
+
+Result<std::size_t> RdmaClient::progress(int timeout_ms) {
+  if (!options_.caller_progress) return std::size_t{0};
+  {
+    std::lock_guard lk(mu_);
+    if (broken_) return Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"};
+  }
+  return step(timeout_ms);
+}
+
+Result<std::size_t> RdmaClient::step(int timeout_ms) {
   fabric::Completion c[32];
   Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: RDMA connection to " + peer_ + " closed"};
-  while (!stopping_) {
-    auto n = ep_->poll(c, 200);
-    if (!n) {
-      why = n.error();
-      break;
+  auto n = ep_->poll(c, timeout_ms);
+  bool broken = !n;
+  if (!n) why = n.error();
+  for (std::size_t i = 0; n && i < *n; ++i) {
+    auto* ctx = static_cast<SlotCtx*>(c[i].context);
+    if (c[i].error) {
+      why.message = "rpc: RDMA operation to " + peer_ + " failed: " + std::strerror(c[i].error);
+      broken = true;
+      continue;
     }
-    bool broken = false;
-    for (std::size_t i = 0; i < *n; ++i) {
-      auto* ctx = static_cast<SlotCtx*>(c[i].context);
-      if (c[i].error) {
-        why.message = "rpc: RDMA operation to " + peer_ + " failed: " + std::strerror(c[i].error);
-        broken = true;
-        continue;
+    if (ctx->recv) {
+      on_reply(ctx->slot, c[i].len);
+    } else {
+      send_pool_->give(ctx->slot);
+      std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
+      {
+        std::lock_guard lk(mu_);
+        pump_locked(failed);
       }
-      if (ctx->recv) {
-        on_reply(ctx->slot, c[i].len);
-      } else {
-        send_pool_->give(ctx->slot);
-        std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
-        {
-          std::lock_guard lk(mu_);
-          pump_locked(failed);
-        }
-        for (auto& [h, e] : failed) h(e);
-      }
+      for (auto& [h, e] : failed) h(e);
     }
-    if (broken || (*n == 0 && ep_->peer_gone())) break;
   }
+  if (!broken && *n == 0 && ep_->peer_gone()) broken = true;
+  if (!broken) return *n;
   if (!stopping_) fail_all(why);
+  return why;
 }
 
 }  // namespace nfsrdma::rdma

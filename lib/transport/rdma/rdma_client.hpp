@@ -11,6 +11,8 @@
 // from the Reply chunk) and handed to the caller's handler. RDMA_ERROR turns
 // into a clear error for that call. Memory the server may touch is only this
 // connection's bounce buffers, registered once in a domain of our own.
+// Completions are reaped by a thread of the client's own, or, with
+// RdmaClientOptions::caller_progress, by whoever calls progress().
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,9 @@ struct RdmaClientOptions {
   std::size_t bounce_slots = 48;
   std::size_t bounce_bytes = (1u << 20) + 64 * 1024;
   int connect_timeout_ms = 5000;
+  // No progress thread: the owner calls progress() (rpc::ClientTransport),
+  // and reply handlers run on its thread (the fio engine's getevents).
+  bool caller_progress = false;
 };
 
 class RdmaClient final : public rpc::ClientTransport {
@@ -43,6 +48,7 @@ class RdmaClient final : public rpc::ClientTransport {
   void call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) override;
   void shutdown() override;
   Result<void> register_memory(std::span<std::uint8_t> region) override;
+  Result<std::size_t> progress(int timeout_ms) override;
 
   std::uint32_t credits();                // the current grant
   std::uint32_t max_in_flight_seen();     // the most calls ever outstanding at once
@@ -84,6 +90,9 @@ class RdmaClient final : public rpc::ClientTransport {
   void pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& failed);
   bool issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler, Error>>& failed);
   void progress_loop();
+  // Reaps and handles one batch of completions; an error once the connection
+  // broke (every call failed by then).
+  Result<std::size_t> step(int timeout_ms);
   void on_reply(std::size_t slot, std::size_t len);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
