@@ -34,7 +34,9 @@ enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushin
 
 struct Request : Ctx {
   std::size_t index = 0;
-  Phase phase = Phase::idle;
+  // Written by whichever thread moves the request on (a worker replying, the
+  // progress thread), read by the progress thread's RMA deadline check.
+  std::atomic<Phase> phase{Phase::idle};
   Header hdr;
   std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
   std::optional<std::size_t> payload_slot;
