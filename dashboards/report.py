@@ -15,7 +15,7 @@ import host_charts  # noqa: E402
 import kernel_section  # noqa: E402
 import notes  # noqa: E402
 import verdict  # noqa: E402
-from style import LABEL, cell_name, fmt, prose, series_name  # noqa: E402
+from style import LABEL, cell_name, cpu_per_call, fmt, prose, series_name  # noqa: E402
 
 CHART_JS = ["/usr/share/javascript/chart.js/chart.min.js", "/usr/share/nodejs/chart.js/dist/chart.min.js"]
 
@@ -29,7 +29,7 @@ def table(r):
 
 def host_table(r):
     head = (f"{'transport':<9} {'path':<7} {'workload':<11} {'bs':>3} {'QD':>3} {'MiB/s':>8} {'IOPS':>9} "
-            f"{'p99 us':>8} {'cli s/GiB':>9} {'srv s/GiB':>9} {'vs limit':>16} {'vs local':>8}")
+            f"{'p99 us':>8} {'cli s/GiB':>9} {'srv s/GiB':>9} {'us/call c / s':>15} {'vs limit':>16} {'vs local':>8}")
     medians = " (medians)" if r["repeats"] > 1 else ""
     lines = [f"nfsrdma bench, preset {r['preset']}, {r['host']['provider']} provider, {r['host']['network']}, "
              f"{r['seconds']:g} s x {r['repeats']} per cell{medians}", head, "-" * len(head)]
@@ -42,7 +42,7 @@ def host_table(r):
         who = c.get("server", c["transport"])[:9]
         lines.append(f"{who:<9} {c['path']:<7} {LABEL[c['workload']]:<11} {c['bs']:>3} {c['iodepth']:>3} "
                      f"{c['bw_MiBps']['median']:>8.0f} {c['iops']['median']:>9.0f} {c['lat_us']['p99']:>8.0f} "
-                     f"{fmt(c['cpu_client_s_per_GiB'], 2):>9} {c['cpu_server_s_per_GiB']:>9.2f} {ratio:>16} "
+                     f"{fmt(c['cpu_client_s_per_GiB'], 2):>9} {c['cpu_server_s_per_GiB']:>9.2f} {cpu_per_call(c):>15} {ratio:>16} "
                      f"{fmt(c.get('storage_ratio'), 2):>8}")
     for t, m in r.get("metadata", {}).items():
         lines.append(f"metadata through the {t} mount, {m['files']} files: " + ", ".join(
@@ -68,6 +68,7 @@ COLUMNS = [
     ("latency p50 / p99 / p99.9 µs", lambda c: " / ".join(fmt(c["lat_us"][p]) for p in ("p50", "p99", "p99.9"))),
     ("client CPU s/GiB", lambda c: fmt(c["cpu_client_s_per_GiB"], 2)),
     ("server CPU s/GiB", lambda c: fmt(c["cpu_server_s_per_GiB"], 2)),
+    ("CPU µs per call, client / server", cpu_per_call),
     ("vs transport limit", limit), ("vs local", lambda c: fmt(c.get("storage_ratio"), 2)),
 ]
 
@@ -169,7 +170,7 @@ def write(r, path):
     dl = lambda d: "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(str(v))}</dd>" for k, v in d.items())
     base = dict(r.get("baselines", {}).get("raw_rma_MiBps", {}))
     base = {f"raw RMA {k} (MiB/s)": f"{v:,.0f}" for k, v in base.items()}
-    base.update({f"NULL calls/s over {k}": f"{v:,.0f}" for k, v in r.get("baselines", {}).get("null_calls_per_s", {}).items()})
+    base.update({f"NULL calls/s at QD32 over {k}": f"{v:,.0f}" for k, v in r.get("baselines", {}).get("null_calls_per_s", {}).items()})
     unavailable = ""
     if r.get("unavailable"):
         unavailable = "<h2>Not measured on this host</h2><ul>" + "".join(

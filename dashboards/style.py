@@ -30,6 +30,20 @@ def fmt(v, digits=0):
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+BLOCK_BYTES = {"4k": 4096, "64k": 65536, "1M": 1 << 20}
+
+
+def per_call_us(c, key):
+    """CPU µs per call (one block) from a cell's CPU seconds per GiB."""
+    v, bs = c.get(key), BLOCK_BYTES.get(c.get("bs"))
+    return None if v is None or bs is None else v * bs / (1 << 30) * 1e6
+
+
+def cpu_per_call(c):
+    """'client / server' CPU µs per call."""
+    return " / ".join(fmt(per_call_us(c, k), 1) for k in ("cpu_client_s_per_GiB", "cpu_server_s_per_GiB"))
+
+
 def ok(c):
     return c is not None and "error" not in c
 

@@ -11,8 +11,10 @@ PRESETS = {
         ("read", "1M", 16), ("write", "1M", 16), ("randread", "4k", 16), ("randwrite", "4k", 16)],
         "seconds": 3, "repeats": 1, "size": "1G", "peers": False},
     # make bench: the whole matrix, three repeats each.
+    # Plus small random I/O at QD32, where per-call CPU shows most.
     "full": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": list(itertools.product(
-        WORKLOADS, ("4k", "64k", "1M"), (1, 16))), "seconds": 3, "repeats": 3, "size": "2G", "peers": True},
+        WORKLOADS, ("4k", "64k", "1M"), (1, 16))) + [("randread", "4k", 32), ("randwrite", "4k", 32)],
+        "seconds": 3, "repeats": 3, "size": "2G", "peers": True},
     # the harness's own test: one cell per path, shortest runs.
     "smoke": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [("read", "1M", 4),
               ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500},

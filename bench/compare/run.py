@@ -78,7 +78,7 @@ def baselines(h, transports, seconds):
     for t in transports:
         r = subprocess.run([f"{h.build}/bench/nfs_bench", "--server", f"{h.addr}:{h.export}", "--proto", t,
                             "--port", str(h.port_for(t)), "--mount-port", str(h.mount_port), "--provider",
-                            h.provider, "--op", "null", "--depth", "16", "--seconds", str(seconds), "--json"],
+                            h.provider, "--op", "null", "--depth", "32", "--seconds", str(seconds), "--json"],
                            capture_output=True, text=True, check=True)
         null[t] = json.loads(r.stdout)["iops"]
     return raw, null

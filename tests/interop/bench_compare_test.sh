@@ -62,5 +62,10 @@ for key in ("nfs-ganesha", "kernel-nfs", "libnfs"):
     assert row and ("data-value" in row.group(0) or "not measured" in row.group(0)), key
 if all(c.get("repeats", 1) == 1 for c in cells.values()):
     assert "spread of MiB/s" not in dom, "a spread column for single runs"
+# CPU per call, client / server: CPU s/GiB times the block size.
+assert "CPU µs per call, client / server" in dom
+small = next(c for k, c in cells.items() if k[3] == "4k" and k[1] != "local")
+us = [small[k] * 4096 / (1 << 30) * 1e6 for k in ("cpu_client_s_per_GiB", "cpu_server_s_per_GiB")]
+assert f"{us[0]:,.1f} / {us[1]:,.1f}" in dom, ("no CPU per call for", small["transport"], small["path"], us)
 print(f"ok: the verdict gives RDMA ÷ TCP bandwidth {want:.2f}× over {len(ratios)} large-block jobs")
 PY
