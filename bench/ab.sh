@@ -7,11 +7,13 @@
 # NEW / BASE (runs of a few seconds are noise on a shared machine: keep SECS
 # and ROUNDS up; CPU per call is the steadier figure).
 #   bench/ab.sh BASE_BUILD NEW_BUILD
-#     ROUNDS=3 SECS=8 PROVIDER=tcp TRANSPORTS="rdma tcp" RWS="randread randwrite"
+#     ROUNDS=3 SECS=8 PROVIDER=tcp TRANSPORTS="rdma tcp" RWS="randread randwrite" WORKDIR=/var/tmp
+# WORKDIR holds the export (its filesystem matters: XFS takes non-blocking
+# buffered writes, ext4 and tmpfs do not).
 # BASE_BUILD: the build directory of an earlier commit (git worktree add,
 # meson setup, ninja server/nfsrdma-server fio-engine/nfsrdma.so).
 set -euo pipefail
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
 case "${1:-}" in -h | --help) usage; exit 0 ;; esac
 [ $# -eq 2 ] || { usage >&2; exit 2; }
 BASE=$1 NEW=$2
@@ -23,7 +25,7 @@ for b in "$BASE" "$NEW"; do
   done
 done
 [ "$(id -u)" = 0 ] || { echo "ab: needs root (nfsrdma-server)"; exit 1; }
-WORK=$(mktemp -d /var/tmp/nfsrdma-ab-XXXXXX)
+WORK=$(mktemp -d "${WORKDIR:-/var/tmp}/nfsrdma-ab-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 mkdir -p "$WORK/export"
