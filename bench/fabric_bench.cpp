@@ -1,7 +1,8 @@
 // fabric_bench: raw libfabric numbers for a provider, the transport limit that
 // NFS over RPC-RDMA is measured against. A server when no peer is given (as
 // fabtests); the client prints one table (or JSON with --json):
-//   send/recv round-trip latency (64 B), RMA Write and RMA Read bandwidth.
+//   send/recv round-trip latency (64 B), RMA Write and RMA Read bandwidth,
+//   and the rate of READ- and WRITE-shaped calls (see Kind).
 //
 //   fabric_bench [--provider tcp] [--port 20050]                 # server
 //   fabric_bench --peer 127.0.0.1 [--seconds 2] [--depth 16]     # client
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -29,7 +31,9 @@ double round2(double v) { return std::round(v * 100) / 100; }
 // call/reply: the shape of an RPC-over-RDMA READ with no server work: the
 // call names a client buffer (addr, len, key; pad[0] its slot), the server
 // RMA-Writes len bytes there and then sends the reply, not waiting between.
-enum class Kind : std::uint32_t { hello = 1, ping = 2, pong = 3, done = 4, call = 5, reply = 6 };
+// wcall/reply: a WRITE's shape: the server RMA-Reads len bytes from the
+// client's buffer and sends the reply once the Read completed.
+enum class Kind : std::uint32_t { hello = 1, ping = 2, pong = 3, done = 4, call = 5, reply = 6, wcall = 7 };
 struct Message {
   Kind kind;
   std::uint32_t key;
@@ -79,6 +83,7 @@ struct Pump {
   Messages& m;
   std::deque<Message> inbox;
   std::size_t sends_done = 0;
+  std::function<void(void*)> on_read;  // an RMA Read completed (its context)
 
   void step() {
     Completion c[8];
@@ -94,6 +99,8 @@ struct Pump {
         must(ep.post_recv(&m.ctx[slot], m.recv(slot), sizeof(Message), m.mr.desc()));
       } else if (c[i].flags & FI_SEND) {
         ++sends_done;
+      } else if ((c[i].flags & FI_READ) && on_read) {
+        on_read(c[i].context);
       }
     }
     if (n == 0 && ep.peer_gone()) die(Error{ErrorDomain::fabric, 0, Action::fail, "peer disconnected"});
@@ -133,6 +140,12 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
     // provider orders the Send behind them; else their completions are only reaped.
     OpContext write_ctx;
     const bool chain = ep->orders_send_after_write();
+    std::vector<OpContext> read_ctx(kSlots);  // WRITE-shaped calls' RMA Reads, by slot
+    auto reply = [&](std::size_t slot) {
+      *msgs->send(slot) = Message{Kind::reply, 0, 0, 0, {static_cast<std::uint8_t>(slot)}};
+      must(ep->post_send(&msgs->ctx[kSlots + slot], msgs->send(slot), sizeof(Message), msgs->mr.desc()));
+    };
+    pump.on_read = [&](void* ctx) { reply(static_cast<OpContext*>(ctx) - read_ctx.data()); };
     pump.send(Message{Kind::hello, target.key(), target.remote_address(buffer.data()), buffer.size(), {}});
     // Serve pings; keep polling meanwhile, which is also what moves the peer's RMA.
     for (;;) {
@@ -143,8 +156,12 @@ int run_server(const std::string& provider, std::uint16_t port, std::size_t buff
         std::size_t slot = m.pad[0] % kSlots;
         must(ep->post_write(&write_ctx, buffer.data(), std::min<std::size_t>(m.len, buffer.size()), target.desc(),
                             m.addr, m.key, !chain));
-        *msgs->send(slot) = Message{Kind::reply, 0, 0, 0, {m.pad[0]}};
-        must(ep->post_send(&msgs->ctx[kSlots + slot], msgs->send(slot), sizeof(Message), msgs->mr.desc()));
+        reply(slot);
+      }
+      if (m.kind == Kind::wcall) {
+        std::size_t slot = m.pad[0] % kSlots;
+        std::size_t len = std::min<std::size_t>(m.len, buffer.size() / kSlots);
+        must(ep->post_read(&read_ctx[slot], buffer.data() + slot * len, len, target.desc(), m.addr, m.key));
       }
     }
     ep->shutdown();
@@ -197,14 +214,16 @@ double rma_bandwidth(Endpoint& ep, Domain& d, const Message& hello, bool write, 
   return static_cast<double>(bytes) / secs / (1 << 20);
 }
 
-// Calls per second of READ-shaped calls (see Kind) with `block`-byte
-// payloads and `depth` in flight: the provider's ceiling for small NFS READs.
-double call_rate(Endpoint& ep, Domain& d, Messages& m, std::size_t block, std::size_t depth, double seconds) {
+// Calls per second of READ-shaped (`kind` call) or WRITE-shaped (wcall)
+// calls, see Kind, with `block`-byte payloads and `depth` in flight: the
+// provider's ceiling for small NFS READs and WRITEs.
+double call_rate(Endpoint& ep, Domain& d, Messages& m, Kind kind, std::size_t block, std::size_t depth,
+                 double seconds) {
   depth = std::min(depth, kSlots);
   std::vector<std::uint8_t> local(block * depth);
   MemoryRegion mr = must(d.register_memory(local.data(), local.size(), true));
   auto post = [&](std::size_t slot) {
-    *m.send(slot) = Message{Kind::call, static_cast<std::uint32_t>(mr.key()),
+    *m.send(slot) = Message{kind, static_cast<std::uint32_t>(mr.key()),
                             mr.remote_address(local.data() + slot * block), block, {static_cast<std::uint8_t>(slot)}};
     must(ep.post_send(&m.ctx[kSlots + slot], m.send(slot), sizeof(Message), m.mr.desc()));
   };
@@ -265,8 +284,10 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
                       depth, mibs, "MiB/s"});
     }
   }
-  rows.push_back({"READ-shaped calls", "4 KiB", std::min(depth, kSlots), call_rate(*ep, *domain, m, 4096, depth, seconds),
-                  "calls/s"});
+  for (Kind k : {Kind::call, Kind::wcall}) {
+    rows.push_back({k == Kind::call ? "READ-shaped calls" : "WRITE-shaped calls", "4 KiB", std::min(depth, kSlots),
+                    call_rate(*ep, *domain, m, k, 4096, depth, seconds), "calls/s"});
+  }
   pump.send(Message{Kind::done, 0, 0, 0, {}});
 
   if (json) {
@@ -297,7 +318,7 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fabric_bench: raw libfabric RMA bandwidth, send/recv latency and READ-shaped call rate (server when no --peer)"};
+  CLI::App app{"fabric_bench: raw libfabric RMA bandwidth, send/recv latency and READ- and WRITE-shaped call rates (server when no --peer)"};
   std::string provider, peer;
   std::uint16_t port = 20050;
   double seconds = 2;
