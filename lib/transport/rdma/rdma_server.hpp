@@ -11,11 +11,12 @@
 //   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. RMA
 //   completions move a request on from the connection's progress thread;
 //   replies start on whichever thread executed the call. Running out of
-//   payload buffers is a wait (PayloadPool), not an error. Where the provider
-//   orders a Send after the RDMA Writes before it (verbs RC, tcp), a reply's
+//   payload buffers is a wait (PayloadPool), not an error. On verbs, whose RC
+//   queue pairs order a Send after the RDMA Writes before it, a reply's
 //   Writes are unsignalled and its Send is posted right behind them; the
-//   Send's completion then covers both. Elsewhere the Send waits for the
-//   Writes' completions, so the data is in place before the client sees it.
+//   Send's completion then covers both. Elsewhere (the tcp provider, where a
+//   Write completes locally) the Send waits for the Writes' completions, so
+//   the data is in place before the client sees it.
 // A request (and its credit) is held until its reply's Send completed, so a
 // client that never takes its replies holds at most its requests, their
 // fixed buffers and send slots; no worker ever waits for a send slot. A few
