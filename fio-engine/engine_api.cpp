@@ -25,13 +25,11 @@ using namespace nfsrdma;
 using namespace nfsrdma::nfs3;
 
 struct nfsrdma_session {
-  std::vector<std::unique_ptr<client::NfsClient>> clients;  // nconnect
-  std::uint32_t rsize = 0, wsize = 0;                       // the server's FSINFO rtmax/wtmax, in pages
-  std::size_t next = 0;                                     // round robin, under mu
-  bool driven = false;  // RDMA: getevents drives the clients (NfsClient::progress)
-  std::size_t next_wait = 0;  // driven, nconnect: the client getevents waits on next (fio's thread only)
-  // Completions come from fio's thread when `driven`, but also from a client's
-  // maintenance thread (timeouts, shutdown): hence the lock.
+  std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections, used in turn
+  std::uint32_t rsize = 0, wsize = 0;      // the server's FSINFO rtmax/wtmax, in pages
+  bool driven = false;  // RDMA: getevents drives the client (NfsClient::progress)
+  // Completions come from fio's thread when `driven`, but also from the
+  // client's maintenance thread (timeouts, shutdown): hence the lock.
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::pair<void*, long>> done;  // guarded by mu
@@ -47,11 +45,6 @@ void complete(nfsrdma_session* s, void* cookie, long result) {
   std::lock_guard lk(s->mu);
   s->done.emplace_back(cookie, result);
   if (!s->driven) s->cv.notify_one();
-}
-
-client::NfsClient& pick(nfsrdma_session* s) {
-  std::lock_guard lk(s->mu);
-  return *s->clients[s->next++ % s->clients.size()];
 }
 
 int fail(const Error& e, int fallback = EIO) { return -(e.domain == ErrorDomain::sys && e.code ? e.code : fallback); }
@@ -81,18 +74,17 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
   o.mount_port = static_cast<std::uint16_t>(p->mount_port);
   o.credits = p->credits ? p->credits : 128;
   o.caller_progress = !p->tcp;
+  o.nconnect = static_cast<int>(std::max(1u, p->nconnect));
   o.uid = p->uid;
   o.gid = p->gid;
   auto s = std::make_unique<nfsrdma_session>();
   s->driven = o.caller_progress;
-  for (unsigned i = 0; i < std::max(1u, p->nconnect); ++i) {
-    auto c = client::NfsClient::connect(o);
-    if (!c) return say(c.error().describe());
-    s->clients.push_back(std::move(*c));
-  }
+  auto c = client::NfsClient::connect(o);
+  if (!c) return say(c.error().describe());
+  s->nfs = std::move(*c);
   // fio's block size may exceed what the server takes in one READ or WRITE
   // (a kernel nfsd's limit shrinks with its memory): larger I/O is split.
-  auto info = s->clients[0]->call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{s->clients[0]->root()});
+  auto info = s->nfs->call_sync<FSINFO3res>(Proc::FSINFO, FhArgs{s->nfs->root()});
   if (!info) return say("FSINFO: " + info.error().describe());
   if (info->status != NFS3_OK) return say(std::string("FSINFO: ") + nfsstat3_name(info->status));
   // Whole pages; a server that states no limit (0) gets no split.
@@ -105,9 +97,7 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
 extern "C" void nfsrdma_session_close(nfsrdma_session* s) { delete s; }
 
 extern "C" int nfsrdma_register(nfsrdma_session* s, void* buf, size_t len) {
-  for (auto& c : s->clients) {
-    if (auto r = c->register_memory({static_cast<std::uint8_t*>(buf), len}); !r) return fail(r.error());
-  }
+  if (auto r = s->nfs->register_memory({static_cast<std::uint8_t*>(buf), len}); !r) return fail(r.error());
   return 0;
 }
 
@@ -158,7 +148,7 @@ int parent_of(client::NfsClient& c, const std::string& path, bool create, nfs_fh
 }  // namespace
 
 extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, uint64_t* size, void** file) {
-  client::NfsClient& c = *s->clients[0];
+  client::NfsClient& c = *s->nfs;
   nfs_fh3 dir;
   std::string name;
   if (int r = parent_of(c, path, create != 0, dir, name); r < 0) return r;
@@ -179,7 +169,7 @@ extern "C" int nfsrdma_open(nfsrdma_session* s, const char* path, int create, ui
 extern "C" void nfsrdma_file_free(void* file) { delete static_cast<File*>(file); }
 
 extern "C" int nfsrdma_unlink(nfsrdma_session* s, const char* path) {
-  client::NfsClient& c = *s->clients[0];
+  client::NfsClient& c = *s->nfs;
   nfs_fh3 dir;
   std::string name;
   if (int r = parent_of(c, path, false, dir, name); r < 0) return r;
@@ -194,7 +184,7 @@ namespace {
 // moved or -errno.
 void submit_one(nfsrdma_session* s, const nfs_fh3& fh, int op, std::uint8_t* buf, std::size_t len,
                 std::uint64_t offset, std::function<void(long)> done) {
-  client::NfsClient& c = pick(s);
+  client::NfsClient& c = *s->nfs;
   if (op == 0) {
     c.read(fh, offset, {buf, len}, [done = std::move(done)](Result<client::NfsClient::ReadResult> r) {
       if (!r) return done(fail(r.error()));
@@ -256,20 +246,11 @@ extern "C" int nfsrdma_submit(nfsrdma_session* s, void* file, int op, void* buf,
       });
     }
   } else if (op == 2) {
-    // UNSTABLE writes become durable with COMMIT; every connection of the session commits.
-    auto left = std::make_shared<std::pair<std::size_t, long>>(s->clients.size(), 0);
-    for (auto& cl : s->clients) {
-      cl->call<COMMIT3res>(Proc::COMMIT, COMMIT3args{fh, 0, 0}, [s, cookie, left](Result<COMMIT3res> r) {
-        long res = !r ? fail(r.error()) : -client::nfsstat3_to_errno(r->status);
-        bool last;
-        {
-          std::lock_guard lk(s->mu);
-          if (res < 0) left->second = res;
-          last = --left->first == 0;
-        }
-        if (last) complete(s, cookie, left->second);
-      });
-    }
+    // UNSTABLE writes become durable with COMMIT, which covers the file
+    // whichever connection its writes came on.
+    s->nfs->call<COMMIT3res>(Proc::COMMIT, COMMIT3args{fh, 0, 0}, [s, cookie](Result<COMMIT3res> r) {
+      complete(s, cookie, !r ? fail(r.error()) : -client::nfsstat3_to_errno(r->status));
+    });
   } else {
     return -EINVAL;
   }
@@ -290,17 +271,6 @@ unsigned take_done(nfsrdma_session* s, unsigned max, void** cookies, long* resul
   return n;
 }
 
-// One look at every connection, then, if nothing came, a wait of at most
-// `wait_ms` on one of them in turn (a completion from a maintenance thread
-// is seen within that).
-void drive(nfsrdma_session* s, int wait_ms) {
-  std::size_t ran = 0;
-  for (auto& c : s->clients) ran += c->progress(s->clients.size() == 1 ? wait_ms : 0);
-  if (ran == 0 && s->clients.size() > 1 && wait_ms > 0) {
-    s->clients[s->next_wait++ % s->clients.size()]->progress(std::min(wait_ms, 1));
-  }
-}
-
 }  // namespace
 
 extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, const struct timespec* t, void** cookies,
@@ -318,7 +288,7 @@ extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, cons
     }
     return static_cast<int>(take_done(s, max, cookies, results));
   }
-  drive(s, 0);
+  s->nfs->progress(0);
   for (;;) {
     {
       std::lock_guard lk(s->mu);
@@ -326,7 +296,8 @@ extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, cons
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) break;
-    drive(s, static_cast<int>(std::min<long long>(left, 20)));
+    // Short enough that a completion from the maintenance thread is seen soon.
+    s->nfs->progress(static_cast<int>(std::min<long long>(left, 20)));
   }
   std::lock_guard lk(s->mu);
   return static_cast<int>(take_done(s, max, cookies, results));

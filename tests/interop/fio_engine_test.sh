@@ -42,7 +42,10 @@ for transport in rdma tcp; do
   FILES=$transport-write-1M-32 run_fio "$transport-randread" "$transport" --rw=randread --bs=4k --iodepth=32 --thread \
     --numjobs=2 ||
     { cat "$WORK/$transport-randread.out"; fail "$transport randread"; }
-  cases=$((cases + 1))
+  # Two connections per job, calls spread over them, and an fsync at the end.
+  run_fio "$transport-nconnect" "$transport" --rw=randwrite --bs=16k --iodepth=16 --nfs_nconnect=2 --end_fsync=1 \
+    --verify=crc32c --do_verify=1 || { cat "$WORK/$transport-nconnect.out"; fail "$transport nconnect"; }
+  cases=$((cases + 2))
 done
 echo "ok: $cases fio runs over rdma and tcp, every verification passed"
 
