@@ -1,0 +1,165 @@
+// One RPC-over-RDMA connection of RdmaServer (rdma_server.hpp has the theory
+// of operation): its endpoint, posted receives, send buffers and requests,
+// and the progress thread that moves each request on. Internal to
+// lib/transport/rdma.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "lib/base/metrics.hpp"
+#include "lib/rpcrdma/private_data.hpp"
+#include "lib/transport/rdma/rdma_server.hpp"
+
+namespace nfsrdma::rdma {
+
+namespace server_detail {
+
+// Requests beyond the credits granted (see the header), and send buffers
+// beyond the requests' own for error replies.
+constexpr std::size_t kRequestSlack = 16;
+constexpr std::size_t kErrorSends = 16;
+constexpr std::size_t kNoRequest = SIZE_MAX;
+
+enum class CtxKind : std::uint8_t { recv, send, rma };
+struct Ctx {
+  fabric::OpContext op;  // first: the provider's space, and what a completion points at
+  CtxKind kind;
+};
+struct SlotCtx : Ctx {
+  std::size_t slot = 0;
+  std::size_t request = kNoRequest;  // send: the request whose reply it carries
+};
+
+enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushing_reply };
+
+struct Request : Ctx {
+  std::size_t index = 0;
+  // Written by whichever thread moves the request on (a worker replying, the
+  // progress thread), read by the progress thread's RMA deadline check.
+  std::atomic<Phase> phase{Phase::idle};
+  rpcrdma::Header hdr;
+  std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
+  std::optional<std::size_t> payload_slot;
+  bool in_handler = false;  // guarded by mu_: the handler may be using the payload buffer
+  std::atomic<std::size_t> rma_left{0};
+  std::atomic<std::int64_t> rma_since_ns{0};  // when its RMA was posted; 0: none outstanding
+  std::vector<std::uint8_t> body;  // the reply's inline part
+  std::uint32_t write_len = 0;     // bytes placed in the Write chunk
+  std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
+  // Its Writes are unsignalled and its Send follows them at once: the payload
+  // buffer stays until the Send completes (release()).
+  bool chained = false;
+};
+
+}  // namespace server_detail
+using namespace server_detail;  // an internal header: rdma_server.cpp and server_connection.cpp
+
+struct ConnectionMetrics {
+  metrics::Gauge& connections;
+  metrics::Gauge& granted;
+  metrics::Gauge& in_use;
+};
+ConnectionMetrics& connection_metrics();
+
+class ServerConnection final : public std::enable_shared_from_this<ServerConnection> {
+ public:
+  ServerConnection(RdmaServer& s, std::shared_ptr<rpc::Admission::Ticket> ticket)
+      : server_(s), ticket_(std::move(ticket)), requests_(s.options_.credits + kRequestSlack) {
+    metrics_.connections.add(1);
+    metrics_.granted.add(s.options_.credits);
+  }
+  ~ServerConnection() {
+    join();
+    // Requests a dying connection never finished are freed with it.
+    metrics_.in_use.add(-static_cast<std::int64_t>(requests_.size() - free_requests_.size()));
+    metrics_.connections.add(-1);
+    metrics_.granted.add(-static_cast<std::int64_t>(server_.options_.credits));
+  }
+
+  Result<void> setup(const fabric::ConnectRequest& req);
+  void start() { progress_ = std::thread([self = shared_from_this()] { self->progress_loop(); }); }
+  void close() {
+    closing_ = true;
+    if (ep_) ep_->wake();
+  }
+  bool finished() const { return finished_; }
+  void join() {
+    if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
+  }
+
+  void reply(std::size_t index, rpc::ReplyMessage&& msg);
+  void drop(std::size_t index) {
+    handler_done(requests_[index]);
+    release(requests_[index]);
+  }
+  const rpc::Peer& peer() const { return peer_; }
+  const rpc::Admission::Ticket& ticket() const { return *ticket_; }
+
+ private:
+  void progress_loop();
+  void on_recv(SlotCtx& ctx, std::size_t len);
+  void start_pull(Request& r, std::size_t payload_slot);
+  void on_rma_done(Request& r);
+  void check_rma_deadline();
+  std::int64_t last_deadline_check_ns_ = 0;
+  // `placed`: the Read chunk's data, left in the payload buffer the call keeps.
+  void dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at = {},
+                std::span<const std::uint8_t> placed = {});
+  // Posts the RDMA Writes of `len` bytes of payload buffer `slot` into
+  // `segs`; the request moves on when they complete, or at once when the
+  // Send can follow them unwaited (chain()).
+  void push(Request& r, std::size_t slot, std::uint32_t len, std::span<const rpcrdma::Segment> segs);
+  bool chain(const Request& r) const;
+  bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
+  void finish_reply(Request& r);
+  void send_reply(Request& r, rpcrdma::Proc proc);
+  void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
+  std::optional<std::size_t> take_send_slot(bool for_error);
+  void post_send_slot(std::size_t slot, std::size_t len, std::size_t request = kNoRequest);
+  void on_send_done(SlotCtx& ctx);
+  void repost_recv(std::size_t slot);
+  void release(Request& r);
+  Request* take_request();
+  // Payload buffers are server-wide: every one a request holds goes back when
+  // the request ends or the connection dies (drain), never twice.
+  bool adopt(Request& r, std::size_t slot);
+  void give_back(Request& r);
+  // Every payload buffer a connection takes goes through these: at most a
+  // quarter of the device's pool per connection (RdmaServerOptions), so the
+  // RMAs of one client that stalls them cannot hold every buffer; the rest
+  // of its requests wait here, in order, not in the shared pool's queue.
+  void lease(std::function<void(std::size_t)> then);
+  void give_slot(std::size_t slot);
+  void handler_done(Request& r);
+  void drain();
+  void fail(Request& r, const char* why);
+
+  RdmaServer& server_;
+  std::shared_ptr<rpc::Admission::Ticket> ticket_;
+  PayloadPool* payload_ = nullptr;  // of the device the connection arrived on
+  std::unique_ptr<fabric::Endpoint> ep_;
+  bool chain_writes_ = false;  // see chain()
+  rpc::Peer peer_;
+  std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;
+  std::unique_ptr<SlotPool> recv_pool_, send_pool_;
+  std::vector<SlotCtx> recv_ctx_, send_ctx_;
+  std::vector<Request> requests_;
+  ConnectionMetrics& metrics_ = connection_metrics();
+  std::mutex mu_;  // guards free_requests_, drained_ and Request::in_handler
+  std::vector<std::size_t> free_requests_;
+  bool drained_ = false;  // guarded by mu_: the connection is gone, leases return at once
+  std::size_t leases_ = 0;  // guarded by mu_: payload buffers held or asked of the pool
+  std::deque<std::function<void(std::size_t)>> parked_;  // guarded by mu_: leases past the cap
+  std::atomic<bool> closing_{false}, finished_{false};
+  std::thread progress_;
+};
+
+}  // namespace nfsrdma::rdma
