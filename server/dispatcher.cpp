@@ -115,6 +115,8 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     return true;
   }
   rpc::ReplyMessage reply;
+  reply.bytes = std::move(call.reply_buffer);
+  reply.bytes.clear();
   reply.area = call.reply_area;
   xdr::Encoder out(reply.bytes);
   auto send = [&] {
@@ -196,6 +198,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   }
   if (ctx.would_block) {
     NFSRDMA_CHECK(!cached);  // only idempotent procedures run inline
+    call.reply_buffer = std::move(reply.bytes);  // for the worker that runs it again
     return false;
   }
   if (stat != rpc::AcceptStat::success) {

@@ -89,15 +89,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     call.placed = {data + to, length};
     call.placed_at = std::min(position, to - from);
   }
-  call.message.assign(data + from, data + to);
+  std::vector<std::uint8_t> m(data + from, data + to);
   const nfs3::nfs_fh3& root = world->table.all()[0]->root_fh;
   const std::uint8_t marker[28] = {0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa,
                                    0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa};
-  auto& m = call.message;
   for (auto it = m.begin(); (it = std::search(it, m.end(), marker, marker + 28)) != m.end(); it += 28) {
     std::copy_n(root.data.begin(), std::min<std::size_t>(root.len, 28), it);
   }
   auto channel = std::make_shared<NullChannel>();
+  call.message = m;
   call.channel = channel;
   world->dispatcher->handle(std::move(call));
   // The call ran as its (squashed) caller on this thread; libFuzzer writes its

@@ -15,7 +15,7 @@ void DuplicateRequestCache::evict_locked(std::chrono::steady_clock::time_point n
     bool too_old = now - oldest.at > max_age_;
     if (!too_many && !too_old) break;
     index_.erase(oldest.key);
-    lru_.pop_front();
+    spare_.splice(spare_.end(), lru_, lru_.begin());
   }
 }
 
@@ -29,8 +29,17 @@ DuplicateRequestCache::Verdict DuplicateRequestCache::begin(const Key& key, std:
     reply = it->second->reply;
     return Verdict::replay;
   }
-  lru_.push_back(Entry{key, false, {}, now});
-  index_[key] = std::prev(lru_.end());
+  if (spare_.empty()) {
+    lru_.emplace_back();
+  } else {
+    lru_.splice(lru_.end(), spare_, spare_.begin());
+  }
+  Entry& e = lru_.back();
+  e.key = key;
+  e.done = false;
+  e.reply.clear();
+  e.at = now;
+  index_.emplace(key, std::prev(lru_.end()));
   return Verdict::execute;
 }
 
@@ -46,7 +55,7 @@ void DuplicateRequestCache::abandon(const Key& key) {
   std::lock_guard lk(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return;
-  lru_.erase(it->second);
+  spare_.splice(spare_.end(), lru_, it->second);
   index_.erase(it);
 }
 

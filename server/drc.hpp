@@ -7,7 +7,8 @@
 // length and first 256 bytes after the xid (as nfsd's RC_CSUMLEN), so an xid
 // reused for a different call is not mistaken for a retransmission.
 // A retransmission of a call still executing is dropped. Bounded in entries and
-// in age; the oldest go first.
+// in age; the oldest go first. Entries and index nodes are kept for reuse, so
+// once the cache has filled, a call allocates nothing here.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <list>
 #include <mutex>
+#include <memory_resource>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -60,8 +62,10 @@ class DuplicateRequestCache {
   std::size_t capacity_;
   std::chrono::seconds max_age_;
   std::mutex mu_;  // guards everything below
-  std::list<Entry> lru_;  // oldest first
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  std::list<Entry> lru_;    // oldest first
+  std::list<Entry> spare_;  // evicted, for reuse: with lru_, never more than capacity_ + 1
+  std::pmr::unsynchronized_pool_resource nodes_;  // index_'s, reused (guarded by mu_)
+  std::pmr::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_{&nodes_};
   std::uint64_t hits_ = 0;
 };
 

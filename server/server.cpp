@@ -26,19 +26,18 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   s->mount_ = std::make_unique<MountService>(s->exports_);
   if (config.portmap) s->portmap_ = std::make_unique<PortmapService>();
   s->dispatcher_ = std::make_unique<Dispatcher>(*s->nfs_, *s->mount_, s->portmap_.get(), s->drc_);
-  s->pool_ = std::make_unique<ThreadPool>(config.threads);
+  Dispatcher* d = s->dispatcher_.get();
+  s->pool_ = std::make_unique<ThreadPool<rpc::IncomingCall>>(config.threads,
+                                                              [d](rpc::IncomingCall&& call) { d->handle(std::move(call)); });
 
   tcp::TcpServerOptions topts;
   topts.admission = config.admission;
   topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
-  Dispatcher* d = s->dispatcher_.get();
   topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
     return d->reply_bound(call, max);
   };
-  ThreadPool* pool = s->pool_.get();
-  s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [d, pool](rpc::IncomingCall&& call) {
-    pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
-  });
+  auto* pool = s->pool_.get();
+  s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [pool](rpc::IncomingCall&& call) { pool->post(std::move(call)); });
   // ORDER: the NFS TCP listener comes last, so that once its port accepts,
   // MOUNT, PORTMAP and RPC-RDMA are up too (clients and tests rely on it).
   auto mount_port = s->tcp_->add_listener(config.bind_address, config.mount_port, kMountListener);
@@ -58,7 +57,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
       // Each connection has a thread of its own: calls that cannot block run
       // to completion on it, without the hand-off to a worker and back.
       if (d->handle_inline(call)) return;
-      pool->post([d, c = std::move(call)]() mutable { d->handle(std::move(c)); });
+      pool->post(std::move(call));
     });
     if (r) {
       s->rdma_ = std::move(*r);

@@ -57,7 +57,7 @@ class Server {
   std::unique_ptr<PortmapService> portmap_;
   DuplicateRequestCache drc_;
   std::unique_ptr<Dispatcher> dispatcher_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool<rpc::IncomingCall>> pool_;
   std::unique_ptr<tcp::TcpServer> tcp_;
   std::unique_ptr<rdma::RdmaServer> rdma_;
   std::vector<portmap2::mapping> registered_;

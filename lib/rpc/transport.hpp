@@ -88,7 +88,7 @@ struct Peer {
 std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
 
 struct ReplyMessage {
-  std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded
+  std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded (see IncomingCall::reply_buffer)
   // The DDP-eligible item (READ data): at `payload_offset` of `bytes`, or, when
   // `payload_in_area`, at the start of `area` with `bytes` reduced as on the
   // wire (it ends at the item's length word). Length 0: none.
@@ -115,7 +115,9 @@ class ReplyChannel {
 };
 
 struct IncomingCall {
-  std::vector<std::uint8_t> message;  // the whole call, XDR-encoded
+  // The whole call, XDR-encoded, in the transport's memory: valid until the
+  // reply is sent or the call dropped.
+  std::span<const std::uint8_t> message;
   std::shared_ptr<ReplyChannel> channel;
   int listener = 0;  // the tag of the listener the call arrived on
   // From a reserved source port (TCP), or over RDMA, which has no ports to
@@ -128,6 +130,10 @@ struct IncomingCall {
   // reply is sent or the call dropped.
   std::optional<std::size_t> placed_at;
   std::span<const std::uint8_t> placed;
+  // An empty buffer with room in it, for ReplyMessage::bytes: a transport that
+  // keeps its buffers from call to call (RDMA, per request) lends one here and
+  // gets it back with the reply, so a call in the steady state allocates none.
+  std::vector<std::uint8_t> reply_buffer;
 };
 
 using CallHandler = std::function<void(IncomingCall&&)>;

@@ -55,6 +55,12 @@ void PayloadPool::lease(std::function<void(std::size_t)> then) {
   then(*slot);
 }
 
+std::optional<std::size_t> PayloadPool::try_take() {
+  std::lock_guard lk(mu_);
+  if (!waiters_.empty()) return std::nullopt;
+  return pool_->take();
+}
+
 void PayloadPool::give(std::size_t slot) {
   std::function<void(std::size_t)> next;
   {

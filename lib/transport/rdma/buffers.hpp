@@ -52,6 +52,8 @@ class PayloadPool {
  public:
   explicit PayloadPool(std::unique_ptr<SlotPool> pool) : pool_(std::move(pool)) {}
   void lease(std::function<void(std::size_t)> then);
+  // A slot now if one is free and nobody waits for one (lease() without a waiter to make).
+  std::optional<std::size_t> try_take();
   void give(std::size_t slot);
   SlotPool& slots() { return *pool_; }
 

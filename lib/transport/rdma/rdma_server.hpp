@@ -10,8 +10,10 @@
 //   handler: on the progress thread, or a worker it hands the call to) ->
 //   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. RMA
 //   completions move a request on from the connection's progress thread;
-//   replies start on whichever thread executed the call. Running out of
-//   payload buffers is a wait (PayloadPool), not an error. On verbs, whose RC
+//   replies start on whichever thread executed the call. A call whose data
+//   fits small_payload_bytes uses its request's own registered buffer; a
+//   larger one leases a buffer from the device's pool, and running out of
+//   those is a wait (PayloadPool), not an error. On verbs, whose RC
 //   queue pairs order a Send after the RDMA Writes before it, a reply's
 //   Writes are unsignalled and its Send is posted right behind them; the
 //   Send's completion then covers both. Elsewhere (the tcp provider, where a
@@ -51,6 +53,9 @@ struct RdmaServerOptions {
   std::uint32_t inline_bytes = 4096;        // largest message we receive (and offer to send) inline
   std::size_t payload_slots = 64;           // registered payload buffers, per device; a quarter per connection
   std::size_t payload_bytes = (1u << 20) + 64 * 1024;
+  // Every request's own payload buffer, registered with its connection: a
+  // call moving at most this much (4 and 8 KiB I/O) never waits for one.
+  std::size_t small_payload_bytes = 8 * 1024;
   rpc::AdmissionLimits admission;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
 };

@@ -27,20 +27,12 @@ std::vector<std::uint8_t> without_payload(rpc::ReplyMessage& r) {
 }
 
 
-class RdmaReplyChannel final : public rpc::ReplyChannel {
- public:
-  RdmaReplyChannel(std::shared_ptr<ServerConnection> c, std::size_t index) : conn_(std::move(c)), index_(index) {}
-  void send(rpc::ReplyMessage&& reply) override { conn_->reply(index_, std::move(reply)); }
-  void drop() override { conn_->drop(index_); }
-  void close() override { conn_->close(); }
-  const rpc::Peer& peer() const override { return conn_->peer(); }
-
- private:
-  std::shared_ptr<ServerConnection> conn_;
-  std::size_t index_;
-};
-
 }  // namespace
+
+void RequestChannel::send(rpc::ReplyMessage&& reply) { conn->reply(index, std::move(reply)); }
+void RequestChannel::drop() { conn->drop(index); }
+void RequestChannel::close() { conn->close(); }
+const rpc::Peer& RequestChannel::peer() const { return conn->peer(); }
 
 ConnectionMetrics& connection_metrics() {
   static ConnectionMetrics m{
@@ -65,13 +57,22 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   auto sp = SlotPool::create(domain, sends, o.inline_bytes, false);
   if (!sp) return sp.error();
   send_pool_ = std::move(*sp);
+  auto op = SlotPool::create(domain, requests_.size(), o.small_payload_bytes, true);
+  if (!op) return op.error();
+  own_payloads_ = std::move(*op);
   recv_ctx_.resize(o.credits);
   send_ctx_.resize(sends);
   for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
   for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i, kNoRequest};
   for (std::size_t i = 0; i < requests_.size(); ++i) {
-    requests_[i].kind = CtxKind::rma;
-    requests_[i].index = i;
+    Request& r = requests_[i];
+    r.kind = CtxKind::rma;
+    r.index = i;
+    r.channel.conn = this;
+    r.channel.index = i;
+    r.message.reserve(o.inline_bytes);
+    r.body.reserve(o.inline_bytes);
+    r.head.reserve(rpcrdma::kMinHeaderBytes + 8 + rpcrdma::kMaxChunkSegments * 16);
     free_requests_.push_back(i);
   }
   rpcrdma::ConnectPrivate mine;
@@ -181,18 +182,6 @@ bool ServerConnection::adopt(Request& r, std::size_t slot) {
   return false;
 }
 
-void ServerConnection::lease(std::function<void(std::size_t)> then) {
-  {
-    std::lock_guard lk(mu_);
-    if (leases_ >= std::max<std::size_t>(1, server_.options_.payload_slots / 4)) {
-      parked_.push_back(std::move(then));
-      return;
-    }
-    ++leases_;
-  }
-  payload_->lease(std::move(then));
-}
-
 void ServerConnection::give_slot(std::size_t slot) {
   std::function<void(std::size_t)> next;
   {
@@ -209,7 +198,16 @@ void ServerConnection::give_slot(std::size_t slot) {
   if (next) payload_->lease(std::move(next));
 }
 
+std::span<std::uint8_t> ServerConnection::payload(const Request& r) {
+  return r.own_payload ? own_payloads_->slot(r.index) : payload_->slots().slot(*r.payload_slot);
+}
+
+void* ServerConnection::payload_desc(const Request& r) {
+  return r.own_payload ? own_payloads_->region().desc() : payload_->slots().region().desc();
+}
+
 void ServerConnection::give_back(Request& r) {
+  r.own_payload = false;
   std::optional<std::size_t> slot;
   {
     std::lock_guard lk(mu_);
@@ -299,37 +297,31 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
   r->recv_len = len;
   r->header_bytes = d.header_bytes;
   if (r->hdr.read_list.empty()) {
-    std::vector<std::uint8_t> message(bytes.begin() + static_cast<long>(d.header_bytes), bytes.end());
+    r->message.assign(bytes.begin() + static_cast<long>(d.header_bytes), bytes.end());
     repost_recv(ctx.slot);
-    if (r->hdr.write_list.empty()) return dispatch(*r, std::move(message));
+    if (r->hdr.write_list.empty()) return dispatch(*r);
     // A Write chunk is offered: lend a payload buffer first, so READ data is
     // read straight into registered memory (rpc::ReplyMessage::area).
-    auto self = shared_from_this();
-    auto msg = std::make_shared<std::vector<std::uint8_t>>(std::move(message));
     r->phase = Phase::executing;
-    lease([self, r, msg](std::size_t slot) {
-      if (self->adopt(*r, slot)) self->dispatch(*r, std::move(*msg));
-    });
-    return;
+    return with_payload(*r, r->hdr.write_list[0].length(), [this, r] { dispatch(*r); });
   }
   r->phase = Phase::pulling;
-  auto self = shared_from_this();
-  lease([self, r](std::size_t slot) { self->start_pull(*r, slot); });
+  with_payload(*r, rpcrdma::read_chunk_length(r->hdr.read_list, r->hdr.read_list[0].position),
+               [this, r] { start_pull(*r); });
 }
 
-void ServerConnection::start_pull(Request& r, std::size_t slot) {
-  if (!adopt(r, slot)) return;
+void ServerConnection::start_pull(Request& r) {
   const auto& first = r.hdr.read_list[0];
   std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
-  SlotPool& pool = payload_->slots();
-  if (len > pool.slot_bytes()) return fail(r, "Read chunk larger than a payload buffer");
+  auto buf = payload(r);
+  if (len > buf.size()) return fail(r, "Read chunk larger than a payload buffer");
   rpcrdma::Segment segs[rpcrdma::kMaxReadSegments];
   std::size_t n = 0;
   for (const auto& rs : r.hdr.read_list) segs[n++] = rs.target;
   std::span<const rpcrdma::Segment> chunk(segs, n);
   r.rma_left = count_chunk_ops(len, chunk, ep_->max_rma_bytes());
   r.rma_since_ns = steady_ns();
-  auto posted = post_chunk_rma(*ep_, &r.op, false, pool.slot(slot).data(), len, pool.region().desc(), chunk);
+  auto posted = post_chunk_rma(*ep_, &r.op, false, buf.data(), len, payload_desc(r), chunk);
   if (!posted) return fail(r, "cannot post RDMA Read");
 }
 
@@ -348,18 +340,18 @@ void ServerConnection::on_rma_done(Request& r) {
       auto inline_part = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
       const std::uint32_t pos = r.hdr.read_list[0].position;
       std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, pos);
-      auto data = payload_->slots().slot(*r.payload_slot).first(len);
+      auto data = payload(r).first(len);
       if (r.hdr.proc == rpcrdma::RDMA_NOMSG) {
-        std::vector<std::uint8_t> message(data.begin(), data.end());
+        r.message.assign(data.begin(), data.end());
         repost_recv(r.recv_slot);
         give_back(r);
-        return dispatch(r, std::move(message));
+        return dispatch(r);
       }
       if (pos > inline_part.size()) return fail(r, "Read chunk position beyond the inline message");
       // The data stays where the RDMA Read put it; the call keeps the buffer.
-      std::vector<std::uint8_t> message(inline_part.begin(), inline_part.end());
+      r.message.assign(inline_part.begin(), inline_part.end());
       repost_recv(r.recv_slot);
-      return dispatch(r, std::move(message), pos, data);
+      return dispatch(r, pos, data);
     }
     case Phase::pushing_data:
       return finish_reply(r);
@@ -370,22 +362,22 @@ void ServerConnection::on_rma_done(Request& r) {
   }
 }
 
-void ServerConnection::dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at,
-                                std::span<const std::uint8_t> placed) {
+void ServerConnection::dispatch(Request& r, std::optional<std::uint32_t> placed_at, std::span<const std::uint8_t> placed) {
   r.phase = Phase::executing;
   {
     std::lock_guard lk(mu_);
     r.in_handler = true;
   }
   rpc::IncomingCall call;
-  call.message = std::move(message);
+  call.message = r.message;
   call.placed_at = placed_at;
   call.placed = placed;
-  call.channel = std::make_shared<RdmaReplyChannel>(shared_from_this(), r.index);
+  call.reply_buffer = std::move(r.body);
+  call.channel = std::shared_ptr<rpc::ReplyChannel>(shared_from_this(), &r.channel);
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
   call.secure = true;
-  if (r.payload_slot && !r.hdr.write_list.empty() && !placed_at) {
-    auto slot = payload_->slots().slot(*r.payload_slot);
+  if ((r.own_payload || r.payload_slot) && !r.hdr.write_list.empty() && !placed_at) {
+    auto slot = payload(r);
     call.reply_area = slot.first(std::min<std::uint64_t>(slot.size(), r.hdr.write_list[0].length()));
   }
   server_.handler_(std::move(call));
@@ -398,13 +390,13 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   r.write_len = 0;
   r.reply_len = 0;
   const bool has_write_chunk = !r.hdr.write_list.empty();
-  if (msg.payload_in_area && msg.payload_length > 0 && r.payload_slot) {
+  if (msg.payload_in_area && msg.payload_length > 0 && (r.own_payload || r.payload_slot)) {
     // The data is already in our registered buffer: RDMA Write it from there.
     r.write_len = static_cast<std::uint32_t>(msg.payload_length);
     r.phase = Phase::pushing_data;
     r.body = std::move(msg.bytes);
     std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
-    return push(r, *r.payload_slot, r.write_len, segs);
+    return push(r, r.write_len, segs);
   }
   give_back(r);  // a lent buffer the reply did not use, or the Read chunk's data
   if (has_write_chunk && msg.payload_length > 0) {
@@ -417,16 +409,13 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
     }
     r.write_len = static_cast<std::uint32_t>(msg.payload_length);
     r.phase = Phase::pushing_data;
-    auto payload = std::make_shared<rpc::ReplyMessage>(std::move(msg));
-    auto self = shared_from_this();
-    lease([self, &r, payload](std::size_t slot) {
-      if (!self->adopt(r, slot)) return;
-      SlotPool& pool = self->payload_->slots();
-      std::memcpy(pool.slot(slot).data(), payload->bytes.data() + payload->payload_offset, payload->payload_length);
-      r.body = without_payload(*payload);
+    auto whole = std::make_shared<rpc::ReplyMessage>(std::move(msg));
+    with_payload(r, r.write_len, [this, &r, whole] {
+      std::memcpy(payload(r).data(), whole->bytes.data() + whole->payload_offset, whole->payload_length);
+      r.body = without_payload(*whole);
       std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(),
                                              r.hdr.write_list[0].segments.size());
-      self->push(r, slot, r.write_len, segs);
+      push(r, r.write_len, segs);
     });
     return;
   }
@@ -451,14 +440,13 @@ bool ServerConnection::fits_inline(const Request& r) const {
   return header_max + r.body.size() <= peer_recv_inline_;
 }
 
-void ServerConnection::push(Request& r, std::size_t slot, std::uint32_t len, std::span<const rpcrdma::Segment> segs) {
-  SlotPool& pool = payload_->slots();
+void ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs) {
   r.chained = chain(r);
   r.rma_left = r.chained ? 0 : count_chunk_ops(len, segs, ep_->max_rma_bytes());
   // Chained, this stays set until the Send completes: a Write the peer never
   // takes holds the Send behind it, and check_rma_deadline() sees it.
   r.rma_since_ns = steady_ns();
-  if (!post_chunk_rma(*ep_, &r.op, true, pool.slot(slot).data(), len, pool.region().desc(), segs, !r.chained)) {
+  if (!post_chunk_rma(*ep_, &r.op, true, payload(r).data(), len, payload_desc(r), segs, !r.chained)) {
     return fail(r, "cannot post RDMA Write");
   }
   if (r.chained) on_rma_done(r);
@@ -475,14 +463,12 @@ void ServerConnection::finish_reply(Request& r) {
   }
   r.phase = Phase::pushing_reply;
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
-  auto self = shared_from_this();
-  lease([self, &r](std::size_t slot) {
-    if (!self->adopt(r, slot)) return;
-    SlotPool& pool = self->payload_->slots();
-    if (r.body.size() > pool.slot_bytes()) return self->fail(r, "reply larger than a payload buffer");
-    std::memcpy(pool.slot(slot).data(), r.body.data(), r.body.size());
+  with_payload(r, r.body.size(), [this, &r] {
+    auto buf = payload(r);
+    if (r.body.size() > buf.size()) return fail(r, "reply larger than a payload buffer");
+    std::memcpy(buf.data(), r.body.data(), r.body.size());
     std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
-    self->push(r, slot, r.reply_len, segs);
+    push(r, r.reply_len, segs);
   });
 }
 
@@ -512,7 +498,8 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
     closing_ = true;
     return release(r);
   }
-  std::vector<std::uint8_t> head;
+  std::vector<std::uint8_t>& head = r.head;
+  head.clear();
   xdr::Encoder e(head);
   rpcrdma::encode_header(e, h);
   auto buf = send_pool_->slot(*slot);

@@ -4,6 +4,7 @@
 // lib/transport/rdma.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -19,6 +20,8 @@
 #include "lib/transport/rdma/rdma_server.hpp"
 
 namespace nfsrdma::rdma {
+
+class ServerConnection;
 
 namespace server_detail {
 
@@ -40,6 +43,20 @@ struct SlotCtx : Ctx {
 
 enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushing_reply };
 
+// The way back from a request's call to its connection: one per request, lent
+// to the call (rpc::IncomingCall::channel) by a shared_ptr that shares the
+// connection's ownership, so no call allocates one.
+class RequestChannel final : public rpc::ReplyChannel {
+ public:
+  ServerConnection* conn = nullptr;
+  std::size_t index = 0;
+  void send(rpc::ReplyMessage&& reply) override;
+  void drop() override;
+  void close() override;
+  const rpc::Peer& peer() const override;
+};
+
+// Its buffers (message, body, head) keep their room from call to call.
 struct Request : Ctx {
   std::size_t index = 0;
   // Written by whichever thread moves the request on (a worker replying, the
@@ -47,11 +64,15 @@ struct Request : Ctx {
   std::atomic<Phase> phase{Phase::idle};
   rpcrdma::Header hdr;
   std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
-  std::optional<std::size_t> payload_slot;
+  std::optional<std::size_t> payload_slot;  // leased from the device's pool
+  bool own_payload = false;                  // or its own small buffer
   bool in_handler = false;  // guarded by mu_: the handler may be using the payload buffer
   std::atomic<std::size_t> rma_left{0};
   std::atomic<std::int64_t> rma_since_ns{0};  // when its RMA was posted; 0: none outstanding
-  std::vector<std::uint8_t> body;  // the reply's inline part
+  RequestChannel channel;
+  std::vector<std::uint8_t> message;  // the call, without the transport header and any Read chunk
+  std::vector<std::uint8_t> body;     // the reply's inline part; lent to the call for it (reply_buffer)
+  std::vector<std::uint8_t> head;     // the reply's transport header
   std::uint32_t write_len = 0;     // bytes placed in the Write chunk
   std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
   // Its Writes are unsignalled and its Send follows them at once: the payload
@@ -106,17 +127,17 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
  private:
   void progress_loop();
   void on_recv(SlotCtx& ctx, std::size_t len);
-  void start_pull(Request& r, std::size_t payload_slot);
+  void start_pull(Request& r);
   void on_rma_done(Request& r);
   void check_rma_deadline();
   std::int64_t last_deadline_check_ns_ = 0;
-  // `placed`: the Read chunk's data, left in the payload buffer the call keeps.
-  void dispatch(Request& r, std::vector<std::uint8_t>&& message, std::optional<std::uint32_t> placed_at = {},
-                std::span<const std::uint8_t> placed = {});
-  // Posts the RDMA Writes of `len` bytes of payload buffer `slot` into
+  // Hands r.message to the handler. `placed`: the Read chunk's data, left in
+  // the payload buffer the call keeps.
+  void dispatch(Request& r, std::optional<std::uint32_t> placed_at = {}, std::span<const std::uint8_t> placed = {});
+  // Posts the RDMA Writes of `len` bytes of the request's payload buffer into
   // `segs`; the request moves on when they complete, or at once when the
   // Send can follow them unwaited (chain()).
-  void push(Request& r, std::size_t slot, std::uint32_t len, std::span<const rpcrdma::Segment> segs);
+  void push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs);
   bool chain(const Request& r) const;
   bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
   void finish_reply(Request& r);
@@ -132,11 +153,40 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // the request ends or the connection dies (drain), never twice.
   bool adopt(Request& r, std::size_t slot);
   void give_back(Request& r);
+  // Gives `r` a payload buffer of at least `bytes`, then runs `then`: at once
+  // with its own small buffer, else once one is leased (never, if the
+  // connection dies meanwhile).
+  template <class F>
+  void with_payload(Request& r, std::size_t bytes, F&& then) {
+    if (bytes <= own_payloads_->slot_bytes()) {
+      r.own_payload = true;
+      return then();
+    }
+    lease([self = shared_from_this(), &r, then = std::forward<F>(then)](std::size_t slot) mutable {
+      if (self->adopt(r, slot)) then();
+    });
+  }
+  std::span<std::uint8_t> payload(const Request& r);  // the buffer it holds
+  void* payload_desc(const Request& r);
   // Every payload buffer a connection takes goes through these: at most a
   // quarter of the device's pool per connection (RdmaServerOptions), so the
   // RMAs of one client that stalls them cannot hold every buffer; the rest
   // of its requests wait here, in order, not in the shared pool's queue.
-  void lease(std::function<void(std::size_t)> then);
+  template <class F>
+  void lease(F&& then) {
+    {
+      std::lock_guard lk(mu_);
+      if (leases_ >= lease_cap()) {
+        parked_.emplace_back(std::forward<F>(then));
+        return;
+      }
+      ++leases_;
+    }
+    // A slot free now runs `then` here, with nothing to allocate for waiting.
+    if (auto slot = payload_->try_take()) return then(*slot);
+    payload_->lease(std::forward<F>(then));
+  }
+  std::size_t lease_cap() const { return std::max<std::size_t>(1, server_.options_.payload_slots / 4); }
   void give_slot(std::size_t slot);
   void handler_done(Request& r);
   void drain();
@@ -149,7 +199,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   bool chain_writes_ = false;  // see chain()
   rpc::Peer peer_;
   std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;
-  std::unique_ptr<SlotPool> recv_pool_, send_pool_;
+  std::unique_ptr<SlotPool> recv_pool_, send_pool_, own_payloads_;  // own_payloads_: one per request
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
   std::vector<Request> requests_;
   ConnectionMetrics& metrics_ = connection_metrics();

@@ -219,9 +219,12 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
 namespace {
 
 // The way back for one call: it knows what the call was charged.
+// Holds the call's message, which IncomingCall::message points into, until the call ends.
 class TcpCallChannel final : public rpc::ReplyChannel {
  public:
-  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge) : conn_(std::move(c)), charge_(charge) {}
+  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge, std::vector<std::uint8_t> message)
+      : conn_(std::move(c)), charge_(charge), message_(std::move(message)) {}
+  std::span<const std::uint8_t> message() const { return message_; }
   void send(rpc::ReplyMessage&& reply) override { conn_->reply(std::move(reply), charge_); }
   void drop() override { conn_->no_reply(charge_); }
   void close() override { conn_->close(); }
@@ -230,6 +233,7 @@ class TcpCallChannel final : public rpc::ReplyChannel {
  private:
   std::shared_ptr<TcpConnection> conn_;
   std::size_t charge_;
+  std::vector<std::uint8_t> message_;
 };
 
 }  // namespace
@@ -325,13 +329,14 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
       return;
     }
     if (*parsed) {
-      rpc::IncomingCall call;
-      call.message = reader.take();
-      const std::size_t bound =
-          options_.reply_bound ? options_.reply_bound(call.message) : options_.max_record_bytes;
-      const std::size_t charge = call.message.size() + bound;
+      std::vector<std::uint8_t> message = reader.take();
+      const std::size_t bound = options_.reply_bound ? options_.reply_bound(message) : options_.max_record_bytes;
+      const std::size_t charge = message.size() + bound;
       const bool more = c->begin_call(charge, reader.has_unparsed());
-      call.channel = std::make_shared<TcpCallChannel>(c, charge);
+      auto channel = std::make_shared<TcpCallChannel>(c, charge, std::move(message));
+      rpc::IncomingCall call;
+      call.message = channel->message();
+      call.channel = std::move(channel);
       call.listener = c->tag();
       call.secure = c->secure();
       handler_(std::move(call));
