@@ -10,11 +10,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "client/core/errno_map.hpp"
@@ -24,6 +24,30 @@
 using namespace nfsrdma;
 using namespace nfsrdma::nfs3;
 
+// Completions waiting for getevents, oldest first, in a vector that keeps its
+// room (a deque allocates a block every few dozen).
+class DoneQueue {
+ public:
+  std::size_t size() const { return items_.size() - head_; }
+  bool empty() const { return size() == 0; }
+  void push(void* cookie, long result) { items_.emplace_back(cookie, result); }
+  std::pair<void*, long> pop() {
+    auto v = items_[head_++];
+    if (head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
+    } else if (head_ >= 64 && head_ * 2 >= items_.size()) {
+      items_.erase(items_.begin(), items_.begin() + static_cast<long>(head_));
+      head_ = 0;
+    }
+    return v;
+  }
+
+ private:
+  std::vector<std::pair<void*, long>> items_;
+  std::size_t head_ = 0;
+};
+
 struct nfsrdma_session {
   std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections, used in turn
   std::uint32_t rsize = 0, wsize = 0;      // the server's FSINFO rtmax/wtmax, in pages
@@ -32,7 +56,7 @@ struct nfsrdma_session {
   // client's maintenance thread (timeouts, shutdown): hence the lock.
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<void*, long>> done;  // guarded by mu
+  DoneQueue done;  // guarded by mu
 };
 
 namespace {
@@ -43,7 +67,7 @@ struct File {
 
 void complete(nfsrdma_session* s, void* cookie, long result) {
   std::lock_guard lk(s->mu);
-  s->done.emplace_back(cookie, result);
+  s->done.push(cookie, result);
   if (!s->driven) s->cv.notify_one();
 }
 
@@ -181,19 +205,21 @@ extern "C" int nfsrdma_unlink(nfsrdma_session* s, const char* path) {
 namespace {
 
 // One READ or WRITE of at most the server's size; `done` gets the bytes
-// moved or -errno.
+// moved or -errno. A `done` of two words keeps the callbacks below within
+// what std::function holds without allocating.
+template <class Done>
 void submit_one(nfsrdma_session* s, const nfs_fh3& fh, int op, std::uint8_t* buf, std::size_t len,
-                std::uint64_t offset, std::function<void(long)> done) {
+                std::uint64_t offset, Done done) {
   client::NfsClient& c = *s->nfs;
   if (op == 0) {
-    c.read(fh, offset, {buf, len}, [done = std::move(done)](Result<client::NfsClient::ReadResult> r) {
+    c.read(fh, offset, {buf, len}, [done](Result<client::NfsClient::ReadResult> r) {
       if (!r) return done(fail(r.error()));
       if (r->status != NFS3_OK) return done(-client::nfsstat3_to_errno(r->status));
       done(static_cast<long>(r->count));
     });
   } else {
     WRITE3args a{fh, offset, static_cast<std::uint32_t>(len), stable_how::UNSTABLE, {buf, len}};
-    c.write(a, [done = std::move(done)](Result<WRITE3res> r) {
+    c.write(a, [done](Result<WRITE3res> r) {
       if (!r) return done(fail(r.error()));
       if (r->status != NFS3_OK) return done(-client::nfsstat3_to_errno(r->status));
       done(static_cast<long>(r->count));
@@ -263,9 +289,7 @@ namespace {
 unsigned take_done(nfsrdma_session* s, unsigned max, void** cookies, long* results) {
   unsigned n = 0;
   while (n < max && !s->done.empty()) {
-    cookies[n] = s->done.front().first;
-    results[n] = s->done.front().second;
-    s->done.pop_front();
+    std::tie(cookies[n], results[n]) = s->done.pop();
     ++n;
   }
   return n;

@@ -63,9 +63,8 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   retransmits_counter();
   char host[256] = "nfsrdma";
   ::gethostname(host, sizeof host - 1);
-  c->machine_ = host;
-  rpc::AuthSys cred;
-  cred.machinename = c->machine_;
+  rpc::AuthSys& cred = c->cred_.emplace();
+  cred.machinename = host;
   cred.uid = options.uid;
   cred.gid = options.gid;
   auto root = mount_export(options.host, options.mount_port, options.export_path, cred, options.resvport);
@@ -82,6 +81,7 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   auto t = c->make_transports({});
   if (!t) return t.error();
   c->transports_ = std::move(*t);
+  c->progressing_ = std::make_shared<const Transports>(c->transports_);
   c->maintenance_ = std::thread([p = c.get()] { p->maintenance_loop(); });
   return c;
 }
@@ -91,10 +91,11 @@ NfsClient::~NfsClient() {
   cv_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();
   Transports old;
-  std::map<std::uint32_t, Pending> left;
+  std::pmr::map<std::uint32_t, Pending> left(&pending_nodes_);
   {
     std::lock_guard lk(mu_);
     old.swap(transports_);
+    progressing_.reset();
     left.swap(pending_);
   }
   for (auto& t : old) t->shutdown();
@@ -126,31 +127,59 @@ Result<NfsClient::Transports> NfsClient::make_transports(const std::vector<std::
   return out;
 }
 
-void NfsClient::send(Proc proc, std::vector<std::uint8_t> args, Pending p, const Identity* as, RawDone done) {
+constexpr std::size_t kSpareBuffers = 256;
+
+std::pair<std::uint32_t, NfsClient::Buffer> NfsClient::start_call(Proc proc, const Identity* as) {
+  Buffer message;
+  {
+    std::lock_guard lk(mu_);
+    if (!spare_.empty()) {
+      message = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  if (!message) {
+    message = std::make_shared<std::vector<std::uint8_t>>();
+    message->reserve(512);  // a call header and the arguments of any but a WRITE with its data inline
+  }
+  message->clear();
   std::uint32_t xid = rpc::next_xid();
-  rpc::AuthSys cred;
-  cred.machinename = machine_;
-  cred.uid = as ? as->uid : options_.uid;
-  cred.gid = as ? as->gid : options_.gid;
+  std::optional<rpc::AuthSys> theirs;
   if (as) {
+    rpc::AuthSys& cred = theirs.emplace(*cred_);
+    cred.uid = as->uid;
+    cred.gid = as->gid;
     cred.ngids = static_cast<std::uint32_t>(std::min<std::size_t>(as->groups.size(), rpc::kMaxAuthSysGroups));
     std::copy_n(as->groups.begin(), cred.ngids, cred.gids.begin());
   }
-  std::vector<std::uint8_t> message;
-  xdr::Encoder e(message);
-  rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), cred);
-  message.insert(message.end(), args.begin(), args.end());
-  p.message = std::make_shared<const std::vector<std::uint8_t>>(std::move(message));
-  if (!p.payload) p.payload = std::make_shared<const std::vector<std::uint8_t>>();
-  // Metrics: every completion, whatever its path (reply, error, timeout).
-  p.done = [&series = proc_series(proc), started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<std::span<const std::uint8_t>> r) {
-    series.calls->inc();
-    // Every NFSv3 result but NULL's starts with its nfsstat3; NFS3_OK is 0.
-    if (!r || (r->size() >= 4 && ((*r)[0] | (*r)[1] | (*r)[2] | (*r)[3]) != 0)) series.errors->inc();
-    series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    done(std::move(r));
-  };
+  xdr::Encoder e(*message);
+  rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), as ? theirs : cred_);
+  return {xid, std::move(message)};
+}
+
+void NfsClient::recycle_locked(Buffer b) {
+  // Still shared: a transmit of it has not returned yet; it goes when that ends.
+  if (b && b.use_count() == 1 && spare_.size() < kSpareBuffers) spare_.push_back(std::move(b));
+}
+
+void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
+  ProcSeries& series = proc_series(proc);
+  series.calls->inc();
+  // Every NFSv3 result but NULL's starts with its nfsstat3; NFS3_OK is 0.
+  if (!reply || (reply->size() >= 4 && ((*reply)[0] | (*reply)[1] | (*reply)[2] | (*reply)[3]) != 0)) {
+    series.errors->inc();
+  }
+  series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (read) return complete_read(reply, dest, read);
+  if (write) return complete_write(reply, write);
+  raw(std::move(reply));
+}
+
+void NfsClient::send(Proc proc, std::uint32_t xid, Buffer message, Pending p, Done done) {
+  p.message = std::move(message);
+  done.proc = proc;
+  done.started = std::chrono::steady_clock::now();
+  p.done = std::move(done);
   std::optional<Outgoing> out;
   {
     std::lock_guard lk(mu_);
@@ -176,23 +205,26 @@ void NfsClient::transmit(const Outgoing& o) {
   rpc::OutgoingCall call;
   call.xid = o.xid;
   call.message = *o.message;
-  call.payload = o.payload_view.empty() ? std::span<const std::uint8_t>(*o.payload) : o.payload_view;
+  call.payload = o.payload ? std::span<const std::uint8_t>(*o.payload) : o.payload_view;
   call.reply_payload = o.reply_payload;
   call.reply_max_bytes = o.sizes.reply_max;
   call.reply_payload_max = o.sizes.reply_payload_max;
+  // Two words of capture, which std::function keeps without allocating.
   std::uint32_t xid = o.xid;
-  std::uint64_t gen = o.generation;
+  auto gen = static_cast<std::uint32_t>(o.generation);
   o.transport->call(call, [this, xid, gen](Result<std::span<const std::uint8_t>> reply) {
     on_reply(xid, gen, std::move(reply));
   });
 }
 
-void NfsClient::on_reply(std::uint32_t xid, std::uint64_t generation, Result<std::span<const std::uint8_t>> reply) {
-  RawDone done;
+void NfsClient::on_reply(std::uint32_t xid, std::uint32_t generation, Result<std::span<const std::uint8_t>> reply) {
+  Done done;
   {
     std::lock_guard lk(mu_);
     auto it = pending_.find(xid);
-    if (it == pending_.end() || it->second.generation != generation) return;  // answered, or resent since
+    if (it == pending_.end() || static_cast<std::uint32_t>(it->second.generation) != generation) {
+      return;  // answered, or resent since
+    }
     if (!reply && reply.error().action != Action::fail) {
       // The connection broke under this call: keep it and reconnect.
       if (!reconnect_wanted_) {
@@ -203,6 +235,7 @@ void NfsClient::on_reply(std::uint32_t xid, std::uint64_t generation, Result<std
       return;
     }
     done = std::move(it->second.done);
+    recycle_locked(std::move(it->second.message));
     pending_.erase(it);
   }
   if (!reply) return done(reply.error());
@@ -219,7 +252,7 @@ void NfsClient::maintenance_loop() {
     if (stopping_) break;
     // Timeouts: RDMA has no keep-alive, so a call with no answer forces a reconnect.
     auto now = std::chrono::steady_clock::now();
-    std::vector<RawDone> expired;
+    std::vector<Done> expired;
     for (auto it = pending_.begin(); it != pending_.end();) {
       Pending& p = it->second;
       if (!reconnect_wanted_ && now - p.sent_at > timeo) {
@@ -243,6 +276,7 @@ void NfsClient::maintenance_loop() {
     ++generation_;
     Transports old;
     old.swap(transports_);
+    progressing_.reset();
     auto regions = regions_;  // ones added meanwhile are registered below
     lk.unlock();
     for (auto& t : old) t->shutdown();
@@ -256,7 +290,7 @@ void NfsClient::maintenance_loop() {
       fresh = make_transports(regions);
       // A soft mount gives up on calls that have waited too long meanwhile.
       if (!options_.hard) {
-        std::vector<RawDone> give_up;
+        std::vector<Done> give_up;
         {
           std::lock_guard glk(mu_);
           auto t = std::chrono::steady_clock::now();
@@ -275,6 +309,7 @@ void NfsClient::maintenance_loop() {
     lk.lock();
     if (stopping_ || !fresh) break;
     transports_ = std::move(*fresh);
+    progressing_ = std::make_shared<const Transports>(transports_);
     for (std::size_t i = regions.size(); i < regions_.size(); ++i) {
       for (auto& t : transports_) {
         if (auto reg = t->register_memory(regions_[i]); !reg) {
@@ -298,13 +333,15 @@ void NfsClient::maintenance_loop() {
 }
 
 std::size_t NfsClient::progress(int timeout_ms) {
-  Transports ts;
+  std::shared_ptr<const Transports> held;
   std::size_t first = 0;
   {
     std::lock_guard lk(mu_);
-    ts = transports_;  // held here: a reconnect may drop them meanwhile
+    held = progressing_;  // held here: a reconnect may drop them meanwhile
     first = next_progress_++;
   }
+  static const Transports none;
+  const Transports& ts = held ? *held : none;
   std::size_t ran = 0;
   bool broken = ts.empty();
   // nconnect: a look at each, then a wait on one of them in turn, in slices
@@ -322,10 +359,10 @@ std::size_t NfsClient::progress(int timeout_ms) {
   return ran;
 }
 
-void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3res>)> done, const Identity* as) {
+void NfsClient::write(const WRITE3args& args, WriteDone done, const Identity* as) {
   // The arguments up to and including the data's length; the data goes separately.
-  std::vector<std::uint8_t> head;
-  xdr::Encoder e(head);
+  auto [xid, message] = start_call(Proc::WRITE, as);
+  xdr::Encoder e(*message);
   codec(e, const_cast<nfs_fh3&>(args.file));
   e.u64(args.offset);
   e.u32(args.count);
@@ -337,14 +374,18 @@ void NfsClient::write(const WRITE3args& args, std::function<void(Result<WRITE3re
   } else {
     extra.payload = std::make_shared<const std::vector<std::uint8_t>>(args.data.begin(), args.data.end());
   }
-  send(Proc::WRITE, std::move(head), std::move(extra), as, [done = std::move(done)](auto reply) {
-    if (!reply) return done(reply.error());
-    WRITE3res res;
-    if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
-    static auto& written = client_counter("nfsrdma_client_bytes_total", "File data read and written", "write");
-    if (res.status == NFS3_OK) written.inc(res.count);
-    done(std::move(res));
-  });
+  Done d;
+  d.write = std::move(done);
+  send(Proc::WRITE, xid, std::move(message), std::move(extra), std::move(d));
+}
+
+void NfsClient::complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done) {
+  if (!reply) return done(reply.error());
+  WRITE3res res;
+  if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
+  static auto& written = client_counter("nfsrdma_client_bytes_total", "File data read and written", "write");
+  if (res.status == NFS3_OK) written.inc(res.count);
+  done(std::move(res));
 }
 
 Result<void> NfsClient::register_memory(std::span<std::uint8_t> region) {
@@ -366,40 +407,47 @@ bool NfsClient::registered(const void* p, std::size_t n) {
   return false;
 }
 
-void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest,
-                     std::function<void(Result<ReadResult>)> done, const Identity* as) {
-  std::vector<std::uint8_t> a;
-  xdr::encode(a, READ3args{fh, offset, static_cast<std::uint32_t>(dest.size())});
+void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest, ReadDone done,
+                     const Identity* as) {
+  const READ3args args{fh, offset, static_cast<std::uint32_t>(dest.size())};
+  auto [xid, message] = start_call(Proc::READ, as);
+  xdr::encode(*message, args);
   Pending extra;
-  extra.sizes = sizes_for(Proc::READ, READ3args{fh, offset, static_cast<std::uint32_t>(dest.size())});
+  extra.sizes = sizes_for(Proc::READ, args);
   extra.reply_payload = dest;
-  send(Proc::READ, std::move(a), std::move(extra), as, [dest, done = std::move(done)](auto reply) {
-    if (!reply) return done(reply.error());
-    // READ3res by hand: the data is either inline, or was placed in `dest` by
-    // RDMA and the reply ends at its length word (rpc::OutgoingCall::reply_payload).
-    xdr::Decoder d(*reply);
-    ReadResult out;
-    d.enumeration(out.status);
-    post_op_attr attrs;
-    xdr::xdr_optional(d, attrs);
-    if (d.ok() && out.status == NFS3_OK) {
-      std::uint32_t len = 0;
-      d.u32(out.count);
-      d.boolean(out.eof);
-      d.u32(len);
-      if (d.ok() && (len != out.count || len > dest.size())) d.fail(xdr::Fault::bad_value);
-      if (d.ok() && d.remaining() >= xdr::pad4(len)) {
-        std::memcpy(dest.data(), d.rest().data(), len);  // inline (TCP, or RDMA via bounce)
-        d.skip(len);
-      } else if (d.ok() && d.remaining() != 0) {
-        d.fail(xdr::Fault::truncated);
-      }
+  Done d;
+  d.read = std::move(done);
+  d.dest = dest;
+  send(Proc::READ, xid, std::move(message), std::move(extra), std::move(d));
+}
+
+void NfsClient::complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
+                              ReadDone& done) {
+  if (!reply) return done(reply.error());
+  // READ3res by hand: the data is either inline, or was placed in `dest` by
+  // RDMA and the reply ends at its length word (rpc::OutgoingCall::reply_payload).
+  xdr::Decoder d(*reply);
+  ReadResult out;
+  d.enumeration(out.status);
+  post_op_attr attrs;
+  xdr::xdr_optional(d, attrs);
+  if (d.ok() && out.status == NFS3_OK) {
+    std::uint32_t len = 0;
+    d.u32(out.count);
+    d.boolean(out.eof);
+    d.u32(len);
+    if (d.ok() && (len != out.count || len > dest.size())) d.fail(xdr::Fault::bad_value);
+    if (d.ok() && d.remaining() >= xdr::pad4(len)) {
+      std::memcpy(dest.data(), d.rest().data(), len);  // inline (TCP, or RDMA via bounce)
+      d.skip(len);
+    } else if (d.ok() && d.remaining() != 0) {
+      d.fail(xdr::Fault::truncated);
     }
-    if (auto r = d.result(); !r) return done(r.error());
-    static auto& read = client_counter("nfsrdma_client_bytes_total", "File data read and written", "read");
-    if (out.status == NFS3_OK) read.inc(out.count);
-    done(out);
-  });
+  }
+  if (auto r = d.result(); !r) return done(r.error());
+  static auto& read = client_counter("nfsrdma_client_bytes_total", "File data read and written", "read");
+  if (out.status == NFS3_OK) read.inc(out.count);
+  done(out);
 }
 
 Result<std::uint32_t> NfsClient::read_sync(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> out,

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory_resource>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,16 +78,18 @@ class NfsClient {
   template <class Res, class Args>
   void call(nfs3::Proc proc, const Args& args, std::function<void(Result<Res>)> done,
             const Identity* as = nullptr) {
-    std::vector<std::uint8_t> a;
-    xdr::encode(a, args);
+    auto [xid, message] = start_call(proc, as);
+    xdr::encode(*message, args);
     Pending extra;
     extra.sizes = sizes_for(proc, args);
-    send(proc, std::move(a), std::move(extra), as, [done = std::move(done)](auto reply) {
+    Done d;
+    d.raw = [done = std::move(done)](auto reply) {
       if (!reply) return done(reply.error());
       Res res;
-      if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
+      if (auto dec = xdr::decode(*reply, res); !dec) return done(dec.error());
       done(std::move(res));
-    });
+    };
+    send(proc, xid, std::move(message), std::move(extra), std::move(d));
   }
 
   // Registers memory the caller owns for the client's life (fio's I/O
@@ -96,8 +99,8 @@ class NfsClient {
 
   // WRITE with its data passed as the DDP-eligible payload (a Read chunk over
   // RDMA). Data in registered memory must stay unchanged until `done` runs.
-  void write(const nfs3::WRITE3args& args, std::function<void(Result<nfs3::WRITE3res>)> done,
-             const Identity* as = nullptr);
+  using WriteDone = std::function<void(Result<nfs3::WRITE3res>)>;
+  void write(const nfs3::WRITE3args& args, WriteDone done, const Identity* as = nullptr);
 
   struct ReadResult {
     nfs3::nfsstat3 status = nfs3::NFS3_OK;
@@ -106,8 +109,9 @@ class NfsClient {
   };
   // READ into `dest` (at most dest.size() bytes); over RDMA into registered
   // memory the server writes straight into `dest`.
-  void read(const nfs3::nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest,
-            std::function<void(Result<ReadResult>)> done, const Identity* as = nullptr);
+  using ReadDone = std::function<void(Result<ReadResult>)>;
+  void read(const nfs3::nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest, ReadDone done,
+            const Identity* as = nullptr);
 
   // Synchronous wrappers that wait on the asynchronous calls (libnfs style).
   template <class Res, class Args>
@@ -125,14 +129,29 @@ class NfsClient {
   struct Sizes {
     std::uint32_t reply_max = 0, reply_payload_max = 0;
   };
-  using Bytes = std::shared_ptr<const std::vector<std::uint8_t>>;
+  // A call's encoded message, shared with the transmit in progress; taken
+  // from spare_ and given back when the call ends, so it keeps its room.
+  using Buffer = std::shared_ptr<std::vector<std::uint8_t>>;
+  // How a call ends: the metrics every completion counts (reply, error,
+  // timeout), then the caller's callback. READ and WRITE keep theirs typed,
+  // so that completing them wraps nothing in another std::function (which
+  // would allocate per call).
+  struct Done {
+    nfs3::Proc proc{};
+    std::chrono::steady_clock::time_point started;
+    RawDone raw;  // any procedure
+    ReadDone read;
+    std::span<std::uint8_t> dest;  // READ: where the data goes
+    WriteDone write;
+    void operator()(Result<std::span<const std::uint8_t>> reply);
+  };
   struct Pending {
-    Bytes message;  // the whole call: header, args up to the payload
-    Bytes payload;  // DDP-eligible WRITE data, copied (may be empty)
+    Buffer message;  // the whole call: header, args up to the payload
+    std::shared_ptr<const std::vector<std::uint8_t>> payload;  // DDP-eligible WRITE data, copied (or null)
     std::span<const std::uint8_t> payload_view;  // or left in registered memory
     std::span<std::uint8_t> reply_payload;       // where READ data should land
     Sizes sizes;
-    RawDone done;
+    Done done;
     std::uint64_t generation = 0;
     std::chrono::steady_clock::time_point sent_at;
     int timeouts = 0;
@@ -166,14 +185,21 @@ class NfsClient {
   explicit NfsClient(const NfsClientOptions& o) : options_(o) {}
   template <class Args>
   static Sizes sizes_for(nfs3::Proc proc, const Args& args);
-  void send(nfs3::Proc proc, std::vector<std::uint8_t> args, Pending extra, const Identity* as, RawDone done);
+  // A new xid, and a buffer with the RPC call header for it; the caller
+  // appends the arguments and send()s it.
+  std::pair<std::uint32_t, Buffer> start_call(nfs3::Proc proc, const Identity* as);
+  void send(nfs3::Proc proc, std::uint32_t xid, Buffer message, Pending extra, Done done);
+  void recycle_locked(Buffer b);
+  static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest, ReadDone& done);
+  static void complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done);
   bool registered(const void* p, std::size_t n);
   // A call ready to go out; built under mu_, sent after it is released, since
   // a transport may run the reply callback from inside call().
   struct Outgoing {
     std::uint32_t xid;
     std::uint64_t generation;
-    Bytes message, payload;
+    Buffer message;
+    std::shared_ptr<const std::vector<std::uint8_t>> payload;
     std::span<const std::uint8_t> payload_view;
     std::span<std::uint8_t> reply_payload;
     Sizes sizes;
@@ -181,7 +207,7 @@ class NfsClient {
   };
   std::optional<Outgoing> prepare_locked(std::uint32_t xid, Pending& p);
   void transmit(const Outgoing& o);
-  void on_reply(std::uint32_t xid, std::uint64_t generation, Result<std::span<const std::uint8_t>> reply);
+  void on_reply(std::uint32_t xid, std::uint32_t generation, Result<std::span<const std::uint8_t>> reply);
   using Transports = std::vector<std::shared_ptr<rpc::ClientTransport>>;
   // options_.nconnect connections, each with `regions` registered.
   Result<Transports> make_transports(const std::vector<std::span<std::uint8_t>>& regions);
@@ -189,17 +215,21 @@ class NfsClient {
 
   NfsClientOptions options_;
   nfs3::nfs_fh3 root_;
-  std::string machine_;
+  std::optional<rpc::AuthSys> cred_;  // AUTH_SYS of the options' uid and gid, made once
   std::uint16_t nfs_port_ = 0;
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   Transports transports_;  // empty while reconnecting
+  // transports_ as progress() takes it (a reference, not a copy per call); null while reconnecting.
+  std::shared_ptr<const Transports> progressing_;
   std::size_t next_transport_ = 0;
   std::size_t next_progress_ = 0;  // nconnect: the connection progress() blocks on next
   std::uint64_t generation_ = 0;
   bool reconnect_wanted_ = false;
-  std::map<std::uint32_t, Pending> pending_;
+  std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
+  std::pmr::map<std::uint32_t, Pending> pending_{&pending_nodes_};
+  std::vector<Buffer> spare_;  // at most kSpareBuffers
   std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};
   std::atomic<bool> stopping_{false};

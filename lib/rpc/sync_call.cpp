@@ -22,7 +22,8 @@ std::uint32_t next_xid() {
 
 void encode_call_header(xdr::Encoder& e, std::uint32_t xid, std::uint32_t prog, std::uint32_t vers,
                         std::uint32_t proc, const std::optional<AuthSys>& cred) {
-  std::vector<std::uint8_t> body;
+  thread_local std::vector<std::uint8_t> body;  // keeps its room: a call allocates nothing here
+  body.clear();
   CallHeader h;
   h.xid = xid;
   h.prog = prog;

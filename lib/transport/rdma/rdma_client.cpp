@@ -140,40 +140,53 @@ const RdmaClient::CallerRegion* RdmaClient::region_of(const void* p, std::size_t
   return nullptr;
 }
 
+void RdmaClient::Pieces::copy(std::size_t from, std::size_t n, std::uint8_t* out) const {
+  static constexpr std::uint8_t kZeros[4] = {};
+  const std::span<const std::uint8_t> parts[] = {head, payload, std::span(kZeros).first(xdr::pad4(payload.size()) - payload.size()), tail};
+  for (auto part : parts) {
+    if (n == 0) return;
+    if (from >= part.size()) {
+      from -= part.size();
+      continue;
+    }
+    std::size_t k = std::min(n, part.size() - from);
+    std::memcpy(out, part.data() + from, k);
+    out += k;
+    n -= k;
+    from = 0;
+  }
+}
+
 void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) {
-  Job job;
-  job.xid = call.xid;
-  job.payload_offset = static_cast<std::uint32_t>(call.message.size());
-  job.payload_bytes = static_cast<std::uint32_t>(call.payload.size());
-  job.reply_max = call.reply_max_bytes;
-  job.reply_payload_max = call.reply_payload_max;
-  job.handler = std::move(on_reply);
-  bool direct = false;
-  {
-    std::lock_guard lk(mu_);
-    direct = region_of(call.payload.data(), call.payload.size()) != nullptr;
-    if (region_of(call.reply_payload.data(), call.reply_payload.size())) job.direct_reply = call.reply_payload;
-  }
-  // Zero copy for payloads in registered caller memory: the message keeps only
-  // the bytes around it, and the Read chunk will point at the caller's data.
-  // Otherwise the payload is copied here, outside the lock.
-  job.message.reserve(call.message.size() + (direct ? 0 : xdr::pad4(call.payload.size())) + call.tail.size());
-  job.message.assign(call.message.begin(), call.message.end());
-  if (direct) {
-    job.direct_payload = call.payload;
-  } else {
-    job.message.insert(job.message.end(), call.payload.begin(), call.payload.end());
-    job.message.resize(job.message.size() + (xdr::pad4(call.payload.size()) - call.payload.size()), 0);
-  }
-  job.message.insert(job.message.end(), call.tail.begin(), call.tail.end());
+  Call c;
+  c.xid = call.xid;
+  c.pieces = {call.message, call.payload, call.tail};
+  c.reply_max = call.reply_max_bytes;
+  c.reply_payload_max = call.reply_payload_max;
   std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   {
     std::lock_guard lk(mu_);
+    c.payload_registered = region_of(call.payload.data(), call.payload.size()) != nullptr;
+    if (region_of(call.reply_payload.data(), call.reply_payload.size())) c.direct_reply = call.reply_payload;
     if (broken_) {
-      failed.emplace_back(std::move(job.handler),
+      failed.emplace_back(std::move(on_reply),
                           Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"});
-    } else {
-      queued_.push_back(std::move(job));
+    } else if (!queued_.empty() || in_flight_ >= credits_ || issue_locked(c, on_reply, failed) == Issue::wait) {
+      // It waits its turn: copied, but for a payload in registered memory (zero copy).
+      Job& job = queued_.emplace_back();
+      job.handler = std::move(on_reply);
+      job.call = c;
+      const auto& in = c.pieces;
+      const auto payload = c.payload_registered ? std::span<const std::uint8_t>() : in.payload;
+      job.bytes.reserve(in.head.size() + xdr::pad4(payload.size()) + in.tail.size());
+      job.bytes.assign(in.head.begin(), in.head.end());
+      job.bytes.insert(job.bytes.end(), payload.begin(), payload.end());
+      job.bytes.resize(job.bytes.size() + xdr::pad4(payload.size()) - payload.size(), 0);
+      job.bytes.insert(job.bytes.end(), in.tail.begin(), in.tail.end());
+      auto bytes = std::span<const std::uint8_t>(job.bytes);
+      job.call.pieces.head = bytes.first(in.head.size());
+      if (!c.payload_registered) job.call.pieces.payload = bytes.subspan(in.head.size(), payload.size());
+      job.call.pieces.tail = bytes.last(in.tail.size());
       pump_locked(failed);
     }
   }
@@ -182,41 +195,33 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
 
 void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
   while (!queued_.empty() && in_flight_ < credits_) {
-    if (!issue_locked(queued_.front(), failed)) return;  // out of buffers: wait for replies
+    Job& job = queued_.front();
+    if (issue_locked(job.call, job.handler, failed) == Issue::wait) return;  // out of buffers: wait for replies
     queued_.pop_front();
   }
 }
 
-bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
-  const auto padded_direct = static_cast<std::uint32_t>(xdr::pad4(job.direct_payload.size()));
-  rpcrdma::CallShape shape{static_cast<std::uint32_t>(job.message.size()) + padded_direct, job.payload_offset,
-                           job.payload_bytes, job.reply_max, job.reply_payload_max};
+RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& handler,
+                                           std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
+  const Pieces& in = call.pieces;
+  const auto total = static_cast<std::uint32_t>(in.size());
+  rpcrdma::CallShape shape{total, static_cast<std::uint32_t>(in.head.size()), static_cast<std::uint32_t>(in.payload.size()),
+                           call.reply_max, call.reply_payload_max};
   rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, options_.inline_bytes);
-  const bool direct_read = !job.direct_payload.empty() && plan.proc == rpcrdma::RDMA_MSG && plan.read_bytes;
-  const bool direct_write = plan.write_bytes && job.direct_reply.size() >= plan.write_bytes;
-  if (!job.direct_payload.empty() && !direct_read) {
-    // The plan wants the whole call in one place (RDMA_NOMSG) or inline: rejoin it.
-    std::vector<std::uint8_t> whole(job.message.begin(), job.message.begin() + job.payload_offset);
-    whole.insert(whole.end(), job.direct_payload.begin(), job.direct_payload.end());
-    whole.resize(whole.size() + (padded_direct - job.direct_payload.size()), 0);
-    whole.insert(whole.end(), job.message.begin() + job.payload_offset, job.message.end());
-    job.message = std::move(whole);
-    job.direct_payload = {};
-    return issue_locked(job, failed);
-  }
+  const bool direct_read = call.payload_registered && plan.proc == rpcrdma::RDMA_MSG && plan.read_bytes;
+  const bool direct_write = plan.write_bytes && call.direct_reply.size() >= plan.write_bytes;
   const std::size_t cap = bounce_->slot_bytes();
   if ((plan.read_bytes > cap && !direct_read) || (plan.write_bytes > cap && !direct_write) || plan.reply_bytes > cap) {
-    failed.emplace_back(std::move(job.handler), Error{ErrorDomain::rpc, EMSGSIZE, Action::fail,
-                                                      "rpc: call or reply larger than the RDMA buffers"});
-    return true;
+    failed.emplace_back(std::move(handler), Error{ErrorDomain::rpc, EMSGSIZE, Action::fail,
+                                                  "rpc: call or reply larger than the RDMA buffers"});
+    return Issue::failed;
   }
   const std::size_t need = (plan.read_bytes && !direct_read ? 1 : 0) + (plan.write_bytes && !direct_write ? 1 : 0) +
                            (plan.reply_bytes ? 1 : 0);
-  if (bounce_->available() < need || send_pool_->available() == 0) return false;
+  if (bounce_->available() < need || send_pool_->available() == 0) return Issue::wait;
   Pending p;
-  p.handler = std::move(job.handler);
   Header h;
-  h.xid = job.xid;
+  h.xid = call.xid;
   h.credits = options_.max_credits;
   h.proc = plan.proc;
   auto segment_for = [&](std::optional<std::size_t>& slot, std::uint32_t bytes) {
@@ -224,29 +229,30 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
     auto mem = bounce_->slot(*slot);
     return rpcrdma::Segment{bounce_->region().key(), bytes, bounce_->region().remote_address(mem.data())};
   };
-  std::span<const std::uint8_t> inline_a = job.message, inline_b;
-  if (direct_read) {
-    const CallerRegion* r = region_of(job.direct_payload.data(), job.direct_payload.size());
-    h.read_list.push_back({plan.read_position, {r->mr.key(), plan.read_bytes, r->mr.remote_address(job.direct_payload.data())}});
-    inline_a = std::span(job.message).first(job.payload_offset);
-    inline_b = std::span(job.message).subspan(job.payload_offset);
-  } else if (plan.read_bytes) {
-    rpcrdma::Segment s = segment_for(p.read_slot, plan.read_bytes);
-    const std::uint8_t* src = job.message.data() + (plan.proc == rpcrdma::RDMA_NOMSG ? 0 : plan.read_position);
-    std::memcpy(bounce_->slot(*p.read_slot).data(), src, plan.read_bytes);
-    bounce_bytes_ += plan.read_bytes;
-    h.read_list.push_back({plan.read_position, s});
+  // What goes inline: bytes [0, a_end) and [b_from, total) of the call.
+  std::size_t a_end = total, b_from = total;
+  if (plan.read_bytes) {
     if (plan.proc == rpcrdma::RDMA_NOMSG) {
-      inline_a = {};
+      a_end = 0;
     } else {
-      inline_a = std::span(job.message).first(plan.read_position);
-      inline_b = std::span(job.message).subspan(plan.read_position + xdr::pad4(plan.read_bytes));
+      a_end = plan.read_position;
+      b_from = plan.read_position + xdr::pad4(plan.read_bytes);
+    }
+    if (direct_read) {
+      const CallerRegion* r = region_of(in.payload.data(), in.payload.size());
+      h.read_list.push_back({plan.read_position, {r->mr.key(), plan.read_bytes, r->mr.remote_address(in.payload.data())}});
+    } else {
+      rpcrdma::Segment s = segment_for(p.read_slot, plan.read_bytes);
+      in.copy(plan.proc == rpcrdma::RDMA_NOMSG ? 0 : plan.read_position, plan.read_bytes,
+              bounce_->slot(*p.read_slot).data());
+      bounce_bytes_ += plan.read_bytes;
+      h.read_list.push_back({plan.read_position, s});
     }
   }
   if (direct_write) {
-    const CallerRegion* r = region_of(job.direct_reply.data(), plan.write_bytes);
+    const CallerRegion* r = region_of(call.direct_reply.data(), plan.write_bytes);
     rpcrdma::WriteChunk w;
-    w.segments.push_back({r->mr.key(), plan.write_bytes, r->mr.remote_address(job.direct_reply.data())});
+    w.segments.push_back({r->mr.key(), plan.write_bytes, r->mr.remote_address(call.direct_reply.data())});
     h.write_list.push_back(w);
     p.reply_placed = true;
     p.write_offered = w.segments[0];
@@ -264,28 +270,29 @@ bool RdmaClient::issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler,
   }
   std::size_t slot = *send_pool_->take();
   auto buf = send_pool_->slot(slot);
-  std::vector<std::uint8_t> head;
-  xdr::Encoder e(head);
+  head_.clear();
+  xdr::Encoder e(head_);
   rpcrdma::encode_header(e, h);
-  const std::size_t total = head.size() + inline_a.size() + inline_b.size();
-  NFSRDMA_CHECK(total <= buf.size());
-  std::memcpy(buf.data(), head.data(), head.size());
-  if (!inline_a.empty()) std::memcpy(buf.data() + head.size(), inline_a.data(), inline_a.size());
-  if (!inline_b.empty()) std::memcpy(buf.data() + head.size() + inline_a.size(), inline_b.data(), inline_b.size());
-  pending_[job.xid] = std::move(p);
+  const std::size_t sent = head_.size() + a_end + (total - b_from);
+  NFSRDMA_CHECK(sent <= buf.size());
+  std::memcpy(buf.data(), head_.data(), head_.size());
+  in.copy(0, a_end, buf.data() + head_.size());
+  in.copy(b_from, total - b_from, buf.data() + head_.size() + a_end);
+  p.handler = std::move(handler);
+  auto it = pending_.insert_or_assign(call.xid, std::move(p)).first;
   ++in_flight_;
   credits_in_use().add(1);
   max_in_flight_ = std::max(max_in_flight_, in_flight_);
-  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), total, send_pool_->region().desc()); !r) {
+  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->region().desc()); !r) {
     send_pool_->give(slot);
-    auto it = pending_.find(job.xid);
     failed.emplace_back(std::move(it->second.handler), r.error());
     release_locked(it->second);
     pending_.erase(it);
     --in_flight_;
     credits_in_use().add(-1);
+    return Issue::failed;
   }
-  return true;
+  return Issue::sent;
 }
 
 void RdmaClient::release_locked(Pending& p) {
@@ -300,7 +307,8 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
   rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
   std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   rpc::ReplyHandler handler;
-  std::vector<std::uint8_t> reply;
+  std::span<const std::uint8_t> reply;  // in the receive buffer, reposted once the handler ran
+  std::vector<std::uint8_t> joined;     // or rebuilt, when data came through a bounce buffer
   Error error;
   bool ok = false;
   {
@@ -334,19 +342,21 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
       } else if (h.proc == rpcrdma::RDMA_NOMSG && h.reply_chunk && p.reply_slot) {
         std::uint64_t n = std::min<std::uint64_t>(h.reply_chunk->length(), bounce_->slot_bytes());
         auto src = bounce_->slot(*p.reply_slot).first(n);
-        reply.assign(src.begin(), src.end());
+        joined.assign(src.begin(), src.end());
+        reply = joined;
         ok = true;
       } else if (h.proc == rpcrdma::RDMA_MSG) {
-        auto body = bytes.subspan(d.header_bytes);
-        reply.assign(body.begin(), body.end());
+        reply = bytes.subspan(d.header_bytes);
         std::uint64_t n = h.write_list.empty() ? 0 : h.write_list[0].length();
         if (n > 0 && p.write_slot) {
           // The reduced item (READ data, READLINK path) is the last item of an
           // NFSv3 reply: it goes back after the inline part, round-up restored.
           n = std::min<std::uint64_t>(n, bounce_->slot_bytes());
           auto data = bounce_->slot(*p.write_slot).first(n);
-          reply.insert(reply.end(), data.begin(), data.end());
-          reply.resize(reply.size() + (xdr::pad4(n) - n), 0);
+          joined.assign(reply.begin(), reply.end());
+          joined.insert(joined.end(), data.begin(), data.end());
+          joined.resize(joined.size() + (xdr::pad4(n) - n), 0);
+          reply = joined;
           bounce_bytes_ += n;
         }
         // With `reply_placed` the data is already in the caller's memory and
@@ -359,17 +369,17 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
     }
     pump_locked(failed);
   }
+  if (handler) {
+    if (ok) {
+      handler(reply);
+    } else {
+      handler(error);
+    }
+  }
   auto buf = recv_pool_->slot(slot);
   if (!stopping_) {
     if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
       spdlog::warn("rdma: cannot repost a receive: {}", r.error().describe());
-    }
-  }
-  if (handler) {
-    if (ok) {
-      handler(std::span<const std::uint8_t>(reply));
-    } else {
-      handler(error);
     }
   }
   for (auto& [h, e] : failed) h(e);
@@ -409,15 +419,14 @@ Result<std::size_t> RdmaClient::progress(int timeout_ms) {
 
 Result<std::size_t> RdmaClient::step(int timeout_ms) {
   fabric::Completion c[32];
-  Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: RDMA connection to " + peer_ + " closed"};
   auto n = ep_->poll(c, timeout_ms);
-  bool broken = !n;
+  std::optional<Error> why;  // made only when the connection broke
   if (!n) why = n.error();
   for (std::size_t i = 0; n && i < *n; ++i) {
     auto* ctx = static_cast<SlotCtx*>(c[i].context);
     if (c[i].error) {
-      why.message = "rpc: RDMA operation to " + peer_ + " failed: " + std::strerror(c[i].error);
-      broken = true;
+      why = Error{ErrorDomain::rpc, ECONNRESET, Action::reconnect,
+                  "rpc: RDMA operation to " + peer_ + " failed: " + std::strerror(c[i].error)};
       continue;
     }
     if (ctx->recv) {
@@ -432,10 +441,12 @@ Result<std::size_t> RdmaClient::step(int timeout_ms) {
       for (auto& [h, e] : failed) h(e);
     }
   }
-  if (!broken && *n == 0 && ep_->peer_gone()) broken = true;
-  if (!broken) return *n;
-  if (!stopping_) fail_all(why);
-  return why;
+  if (!why && *n == 0 && ep_->peer_gone()) {
+    why = Error{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: RDMA connection to " + peer_ + " closed"};
+  }
+  if (!why) return *n;
+  if (!stopping_) fail_all(*why);
+  return *why;
 }
 
 }  // namespace nfsrdma::rdma

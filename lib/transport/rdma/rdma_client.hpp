@@ -1,9 +1,10 @@
 // The client side of RPC-over-RDMA v1 (RFC 8166): one connection, calls in
 // flight up to the server's credit grant, chunks chosen by plan_call().
 //
-// Theory of operation: call() builds a Job (the whole call, contiguous) and
-// issues it when a credit and the bounce buffers its plan needs are free;
-// otherwise it waits in order in `queued_`. Credits start at 1 after connect,
+// Theory of operation: call() issues a call at once, straight from the
+// caller's buffers, when a credit and the bounce buffers its plan needs are
+// free; otherwise it copies the call into a Job that waits in order in
+// `queued_`. Credits start at 1 after connect,
 // follow each reply's grant (0 counts as 1) and never exceed our maximum. The
 // progress thread reaps completions: a reply releases its credit and buffers,
 // is rebuilt into a plain RPC reply (Write chunk data put back at the end of
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <memory_resource>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -62,15 +64,28 @@ class RdmaClient final : public rpc::ClientTransport {
     std::span<std::uint8_t> span;
     fabric::MemoryRegion mr;
   };
-  struct Job {
+  // A call's bytes in pieces: the message up to the payload, the payload
+  // (then its round-up to 4 bytes), the rest. One XDR stream.
+  struct Pieces {
+    std::span<const std::uint8_t> head, payload, tail;
+    std::size_t size() const { return head.size() + xdr::pad4(payload.size()) + tail.size(); }
+    void copy(std::size_t from, std::size_t n, std::uint8_t* out) const;  // bytes [from, from + n)
+  };
+  struct Call {
     std::uint32_t xid = 0;
-    std::vector<std::uint8_t> message;  // the whole call; the payload in place unless `direct_payload`
-    std::uint32_t payload_offset = 0, payload_bytes = 0;
+    Pieces pieces;
+    bool payload_registered = false;       // in a CallerRegion: a Read chunk can point there
+    std::span<std::uint8_t> direct_reply;  // in a CallerRegion: the Write chunk points there
     std::uint32_t reply_max = 0, reply_payload_max = 0;
-    std::span<const std::uint8_t> direct_payload;  // in a CallerRegion: sent from there
-    std::span<std::uint8_t> direct_reply;          // in a CallerRegion: the Write chunk points there
+  };
+  // A call waiting for a credit or buffers, with its bytes copied (but a
+  // registered payload, which the caller keeps until the reply).
+  struct Job {
+    Call call;  // its pieces point into `bytes`
+    std::vector<std::uint8_t> bytes;
     rpc::ReplyHandler handler;
   };
+  enum class Issue { sent, failed, wait };
   struct Pending {
     rpc::ReplyHandler handler;
     std::optional<std::size_t> read_slot, write_slot, reply_slot;
@@ -88,7 +103,9 @@ class RdmaClient final : public rpc::ClientTransport {
   // Issues queued jobs while credits and buffers allow. Called with mu_ held;
   // returns handlers to run (failed jobs) after the lock is dropped.
   void pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& failed);
-  bool issue_locked(Job& job, std::vector<std::pair<rpc::ReplyHandler, Error>>& failed);
+  // Moves `handler` into the pending call, or into `failed`; not if it must wait.
+  Issue issue_locked(const Call& call, rpc::ReplyHandler& handler,
+                     std::vector<std::pair<rpc::ReplyHandler, Error>>& failed);
   void progress_loop();
   // Reaps and handles one batch of completions; an error once the connection
   // broke (every call failed by then).
@@ -112,7 +129,9 @@ class RdmaClient final : public rpc::ClientTransport {
   std::uint64_t bounce_bytes_ = 0;
   std::vector<std::unique_ptr<CallerRegion>> regions_;
   std::deque<Job> queued_;
-  std::unordered_map<std::uint32_t, Pending> pending_;
+  std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
+  std::pmr::unordered_map<std::uint32_t, Pending> pending_{&pending_nodes_};
+  std::vector<std::uint8_t> head_;  // a transport header being encoded
   bool broken_ = false;
   std::atomic<bool> stopping_{false};
   std::thread progress_;
