@@ -3,7 +3,11 @@
 // over RPC-over-RDMA, 4 KiB READs and WRITEs at 32 in flight into registered
 // memory. Once warm (buffers grown, the duplicate request cache full), a call
 // allocates nothing on either side. Every malloc in the process counts:
-// libstdc++'s operator new, libfabric's, the server's threads'.
+// libstdc++'s operator new, libfabric's, the server's threads'. What timers
+// allocate meanwhile (the open-file cache's reaper) is a few a second, so the
+// bound is one allocation per 100 calls: anything done per call, or per batch
+// of calls, is far above it (the soft-RoCE guest, ten times slower, shows
+// about one per 1,000 calls).
 #include <malloc.h>
 #include <unistd.h>
 
@@ -143,6 +147,7 @@ class Allocations : public ::testing::Test {
   }
 
   // Allocations per call over `calls`, after `warm` calls to reach the steady state.
+  static constexpr double kBound = 0.01;
   double per_call(bool write, std::size_t warm, std::size_t calls) {
     EXPECT_EQ(run(write, warm), 0u);
     const std::uint64_t before = g_allocations.load();
@@ -171,13 +176,13 @@ TEST_F(Allocations, TheHookCounts) {
 
 TEST_F(Allocations, NoneForReadsInTheSteadyState) {
   // The warm-up and counted runs are bounded, not timed: a slow machine takes longer, not fewer calls.
-  EXPECT_EQ(per_call(false, 4000, 20000), 0.0);
+  EXPECT_LT(per_call(false, 4000, 20000), kBound);
 }
 
 TEST_F(Allocations, NoneForWritesInTheSteadyState) {
   // WRITE is non-idempotent: it goes through the duplicate request cache, whose
   // 8192 entries are reused once it has filled.
-  EXPECT_EQ(per_call(true, 10000, 20000), 0.0);
+  EXPECT_LT(per_call(true, 10000, 20000), kBound);
 }
 
 }  // namespace

@@ -245,6 +245,6 @@ cell kernel_rdma_server_restart restart_mid_write
 cell kernel_nconnect4_to_ours nconnect4
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
-for t in rdma client_core rdma_hostile rdma_client_hostile; do cell "verbs_$t" own_suite $t; done
+for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
 echo "1..$n"
 exit $((failed > 0))
