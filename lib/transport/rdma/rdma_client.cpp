@@ -310,7 +310,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
   std::span<const std::uint8_t> reply;  // in the receive buffer, reposted once the handler ran
   std::vector<std::uint8_t> joined;     // or rebuilt, when data came through a bounce buffer
   Error error;
-  bool ok = false;
+  bool ok = false, found = false;
   {
     std::lock_guard lk(mu_);
     auto it = d.failure == rpcrdma::DecodeFailure::too_short ? pending_.end() : pending_.find(d.header.xid);
@@ -319,8 +319,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
     } else {
       Pending p = std::move(it->second);
       pending_.erase(it);
-      --in_flight_;
-      credits_in_use().add(-1);
+      found = true;
       handler = std::move(p.handler);
       if (d.failure == rpcrdma::DecodeFailure::none) {
         // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
@@ -367,7 +366,6 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
       }
       release_locked(p);
     }
-    pump_locked(failed);
   }
   if (handler) {
     if (ok) {
@@ -381,6 +379,16 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
     if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
       spdlog::warn("rdma: cannot repost a receive: {}", r.error().describe());
     }
+  }
+  {
+    // ORDER: the call's credit comes back only now, with its receive posted
+    // again, so there is a receive for every call in flight.
+    std::lock_guard lk(mu_);
+    if (found && !broken_) {  // fail_all() already counted it out
+      --in_flight_;
+      credits_in_use().add(-1);
+    }
+    pump_locked(failed);
   }
   for (auto& [h, e] : failed) h(e);
 }

@@ -6,10 +6,12 @@
 // free; otherwise it copies the call into a Job that waits in order in
 // `queued_`. Credits start at 1 after connect,
 // follow each reply's grant (0 counts as 1) and never exceed our maximum. The
-// progress thread reaps completions: a reply releases its credit and buffers,
-// is rebuilt into a plain RPC reply (Write chunk data put back at the end of
-// the inline part, where NFSv3's DDP-eligible results sit; or the whole reply
-// from the Reply chunk) and handed to the caller's handler. RDMA_ERROR turns
+// progress thread reaps completions: a reply releases its buffers, is handed
+// to the caller's handler where it landed (or rebuilt into a plain RPC reply
+// when data came through a bounce buffer: Write chunk data put back at the
+// end of the inline part, where NFSv3's DDP-eligible results sit; or the
+// whole reply from the Reply chunk), and only then, its receive posted again,
+// gives back its credit. RDMA_ERROR turns
 // into a clear error for that call. Memory the server may touch is only this
 // connection's bounce buffers, registered once in a domain of our own.
 // Completions are reaped by a thread of the client's own, or, with
