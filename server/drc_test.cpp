@@ -46,5 +46,22 @@ TEST(Drc, BoundedAndAbandonable) {
   EXPECT_EQ(drc.begin(key(0), reply), Verdict::execute);
 }
 
+TEST(Drc, ReusedEntriesStartAfresh) {
+  DuplicateRequestCache drc(2);
+  std::vector<std::uint8_t> reply;
+  for (std::uint8_t x = 0; x < 6; ++x) {  // from the third on, evicted entries are reused
+    EXPECT_EQ(drc.begin(key(x), reply), Verdict::execute);
+    drc.finish(key(x), {x, x, x});
+  }
+  EXPECT_EQ(drc.begin(key(9), reply), Verdict::execute);
+  EXPECT_EQ(drc.begin(key(9), reply), Verdict::in_progress);  // not the old entry's finished state
+  drc.finish(key(9), {7});
+  EXPECT_EQ(drc.begin(key(9), reply), Verdict::replay);
+  EXPECT_EQ(reply, (std::vector<std::uint8_t>{7}));  // not the old entry's bytes
+  EXPECT_EQ(drc.begin(key(5), reply), Verdict::replay);
+  EXPECT_EQ(reply, (std::vector<std::uint8_t>{5, 5, 5}));
+  EXPECT_EQ(drc.begin(key(0), reply), Verdict::execute);  // evicted
+}
+
 }  // namespace
 }  // namespace nfsrdma::server
