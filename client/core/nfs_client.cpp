@@ -63,8 +63,9 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   retransmits_counter();
   char host[256] = "nfsrdma";
   ::gethostname(host, sizeof host - 1);
+  c->machine_ = host;
   rpc::AuthSys& cred = c->cred_.emplace();
-  cred.machinename = host;
+  cred.machinename = c->machine_;  // a view: machine_ stays
   cred.uid = options.uid;
   cred.gid = options.gid;
   auto root = mount_export(options.host, options.mount_port, options.export_path, cred, options.resvport);

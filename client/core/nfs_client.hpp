@@ -215,7 +215,8 @@ class NfsClient {
 
   NfsClientOptions options_;
   nfs3::nfs_fh3 root_;
-  std::optional<rpc::AuthSys> cred_;  // AUTH_SYS of the options' uid and gid, made once
+  std::string machine_;
+  std::optional<rpc::AuthSys> cred_;  // AUTH_SYS of the options' uid and gid, made once; views machine_
   std::uint16_t nfs_port_ = 0;
 
   std::mutex mu_;  // guards everything below

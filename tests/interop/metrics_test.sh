@@ -49,14 +49,17 @@ at_least 'nfsrdma_client_bytes_total{op="write"}' $((8 << 20)) "$WORK/client.pro
 at_least 'nfsrdma_client_call_seconds_bucket{proc="WRITE",le="+Inf"}' 8 "$WORK/client.prom"
 echo "ok: server and client metrics count the work done"
 
-# RDMA memory: the server exposes only its payload pool (64 x 1 MiB + 64 KiB),
-# however much moved; the client only its I/O buffers (the mount's read, write
-# and small-write pools: 128 MiB) and its bounce buffers (48 x 1 MiB + 64 KiB).
-[ "$(value 'nfsrdma_rdma_registered_bytes{access="remote"}' "$WORK/server.prom")" = $((64 * 1114112)) ] ||
-  fail "server remote-accessible memory is not just its payload pool"
+# RDMA memory: the server exposes only its payload buffers: the device's pool
+# (64 x 1 MiB + 64 KiB) and each connection's 8 KiB per request (128 credits
+# + 16), however much moved; the client only its I/O buffers (the mount's
+# read, write and small-write pools: 128 MiB) and its bounce buffers (48 x
+# 1 MiB + 64 KiB).
+conns=$(value 'nfsrdma_server_rdma_connections' "$WORK/server.prom")
+[ "$(value 'nfsrdma_rdma_registered_bytes{access="remote"}' "$WORK/server.prom")" = \
+  $((64 * 1114112 + ${conns:-0} * 144 * 8192)) ] || fail "server remote-accessible memory is not just its payload buffers"
 [ "$(value 'nfsrdma_rdma_registered_bytes{access="remote"}' "$WORK/client.prom")" = $((128 * 1048576 + 48 * 1114112)) ] ||
   fail "client remote-accessible memory is not just its I/O and bounce buffers"
-echo "ok: registered memory is bounded: the server's payload pool, the client's I/O buffers"
+echo "ok: registered memory is bounded: the server's payload buffers, the client's I/O buffers"
 
 python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" >"$WORK/stat" || fail "nfsrdma-stat"
 grep -Eq '^write: +[0-9.]+ +8192\.0 ' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no 8 MiB written"; }
