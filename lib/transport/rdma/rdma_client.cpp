@@ -176,17 +176,14 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
       Job& job = queued_.emplace_back();
       job.handler = std::move(on_reply);
       job.call = c;
-      const auto& in = c.pieces;
-      const auto payload = c.payload_registered ? std::span<const std::uint8_t>() : in.payload;
-      job.bytes.reserve(in.head.size() + xdr::pad4(payload.size()) + in.tail.size());
-      job.bytes.assign(in.head.begin(), in.head.end());
-      job.bytes.insert(job.bytes.end(), payload.begin(), payload.end());
-      job.bytes.resize(job.bytes.size() + xdr::pad4(payload.size()) - payload.size(), 0);
-      job.bytes.insert(job.bytes.end(), in.tail.begin(), in.tail.end());
+      Pieces copied = c.pieces;
+      if (c.payload_registered) copied.payload = {};
+      job.bytes.resize(copied.size());
+      copied.copy(0, copied.size(), job.bytes.data());
       auto bytes = std::span<const std::uint8_t>(job.bytes);
-      job.call.pieces.head = bytes.first(in.head.size());
-      if (!c.payload_registered) job.call.pieces.payload = bytes.subspan(in.head.size(), payload.size());
-      job.call.pieces.tail = bytes.last(in.tail.size());
+      job.call.pieces.head = bytes.first(copied.head.size());
+      if (!c.payload_registered) job.call.pieces.payload = bytes.subspan(copied.head.size(), copied.payload.size());
+      job.call.pieces.tail = bytes.last(copied.tail.size());
       pump_locked(failed);
     }
   }

@@ -376,7 +376,7 @@ void ServerConnection::dispatch(Request& r, std::optional<std::uint32_t> placed_
   call.channel = std::shared_ptr<rpc::ReplyChannel>(shared_from_this(), &r.channel);
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
   call.secure = true;
-  if ((r.own_payload || r.payload_slot) && !r.hdr.write_list.empty() && !placed_at) {
+  if (has_payload(r) && !r.hdr.write_list.empty() && !placed_at) {
     auto slot = payload(r);
     call.reply_area = slot.first(std::min<std::uint64_t>(slot.size(), r.hdr.write_list[0].length()));
   }
@@ -390,7 +390,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   r.write_len = 0;
   r.reply_len = 0;
   const bool has_write_chunk = !r.hdr.write_list.empty();
-  if (msg.payload_in_area && msg.payload_length > 0 && (r.own_payload || r.payload_slot)) {
+  if (msg.payload_in_area && msg.payload_length > 0 && has_payload(r)) {
     // The data is already in our registered buffer: RDMA Write it from there.
     r.write_len = static_cast<std::uint32_t>(msg.payload_length);
     r.phase = Phase::pushing_data;

@@ -166,6 +166,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
       if (self->adopt(r, slot)) then();
     });
   }
+  static bool has_payload(const Request& r) { return r.own_payload || r.payload_slot; }
   std::span<std::uint8_t> payload(const Request& r);  // the buffer it holds
   void* payload_desc(const Request& r);
   // Every payload buffer a connection takes goes through these: at most a
