@@ -8,9 +8,12 @@
 // Theory of operation, per call (one Request, one of `credits` per connection):
 //   received -> [pulling: RDMA Reads of the Read chunk] -> executing (in the
 //   handler: on the progress thread, or a worker it hands the call to) ->
-//   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. RMA
-//   completions move a request on from the connection's progress thread;
-//   replies start on whichever thread executed the call. A call whose data
+//   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. One function
+//   on the connection's progress thread moves a request on
+//   (ServerConnection::advance, states in server_connection.hpp); a worker's
+//   reply and a payload buffer given back by another thread return to it
+//   through a lock-free inbox, so only that thread touches the connection's
+//   endpoint, queues and requests. A call whose data
 //   fits small_payload_bytes uses its request's own registered buffer; a
 //   larger one leases a buffer from the device's pool, and running out of
 //   those is a wait (PayloadPool), not an error. On verbs, whose RC

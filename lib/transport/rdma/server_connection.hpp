@@ -41,7 +41,31 @@ struct SlotCtx : Ctx {
   std::size_t request = kNoRequest;  // send: the request whose reply it carries
 };
 
-enum class Phase : std::uint8_t { idle, pulling, executing, pushing_data, pushing_reply };
+// A request's life (ServerConnection::advance moves it on). Every state
+// but `executing` belongs to the connection's progress thread; `executing`
+// belongs to the handler, which gives the request back through the inbox
+// (or, run inline, by returning). Waits are states: for a payload buffer
+// (the *_buffer states), for RMA completions (pulling, pushing_*), for the
+// handler, for the Send's completion.
+enum class State : std::uint8_t {
+  free,
+  received,       // header valid; the call still in its receive buffer
+  pull_buffer,    // waits for a buffer to pull the Read chunk into
+  pulling,        // RDMA Reads posted
+  pulled,
+  area_buffer,    // waits for a buffer to lend for the Write chunk's data
+  ready,          // the call is whole: to the handler
+  executing,      // the handler has it
+  replied,        // the reply (or a drop) is back
+  data_buffer,    // waits for a buffer to copy reply data into for the Write chunk
+  pushing_data,   // RDMA Writes into the Write chunk
+  data_placed,    // the reply's data is where it goes: now the rest
+  reply_buffer,   // waits for a buffer to copy a long reply into for the Reply chunk
+  pushing_reply,  // RDMA Writes into the Reply chunk
+  reply_pushed,
+  sending,        // the Send posted; the request ends when it completes
+};
+const char* state_name(State s);
 
 // The way back from a request's call to its connection: one per request, lent
 // to the call (rpc::IncomingCall::channel) by a shared_ptr that shares the
@@ -59,25 +83,29 @@ class RequestChannel final : public rpc::ReplyChannel {
 // Its buffers (message, body, head) keep their room from call to call.
 struct Request : Ctx {
   std::size_t index = 0;
-  // Written by whichever thread moves the request on (a worker replying, the
-  // progress thread), read by the progress thread's RMA deadline check.
-  std::atomic<Phase> phase{Phase::idle};
+  State state = State::free;
   rpcrdma::Header hdr;
   std::size_t recv_slot = 0, recv_len = 0, header_bytes = 0;
+  bool holds_recv = false;                   // its receive buffer is not yet reposted
   std::optional<std::size_t> payload_slot;  // leased from the device's pool
   bool own_payload = false;                  // or its own small buffer
-  bool in_handler = false;  // guarded by mu_: the handler may be using the payload buffer
-  std::atomic<std::size_t> rma_left{0};
-  std::atomic<std::int64_t> rma_since_ns{0};  // when its RMA was posted; 0: none outstanding
+  bool leasing = false;                      // a buffer is on its way (through the inbox)
+  std::size_t want = 0;                      // the size of the buffer it waits for
+  std::size_t rma_left = 0;
+  std::int64_t rma_since_ns = 0;             // when its RMA was posted; 0: none outstanding
+  std::optional<std::uint32_t> placed_at;    // the Read chunk's data stays in the payload buffer
   RequestChannel channel;
   std::vector<std::uint8_t> message;  // the call, without the transport header and any Read chunk
   std::vector<std::uint8_t> body;     // the reply's inline part; lent to the call for it (reply_buffer)
   std::vector<std::uint8_t> head;     // the reply's transport header
-  std::uint32_t write_len = 0;     // bytes placed in the Write chunk
-  std::uint32_t reply_len = 0;     // bytes placed in the Reply chunk
+  rpc::ReplyMessage reply;            // from the handler
+  bool dropped = false;               // the handler sends no reply
+  std::uint32_t write_len = 0;        // bytes placed in the Write chunk
+  std::uint32_t reply_len = 0;        // bytes placed in the Reply chunk
   // Its Writes are unsignalled and its Send follows them at once: the payload
   // buffer stays until the Send completes (release()).
   bool chained = false;
+  Request* next_in_inbox = nullptr;
 };
 
 }  // namespace server_detail
@@ -116,82 +144,73 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
     if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
   }
 
+  // From the handler, on any thread: the request goes back to the progress
+  // thread (at once when the handler ran there, else through the inbox).
   void reply(std::size_t index, rpc::ReplyMessage&& msg);
-  void drop(std::size_t index) {
-    handler_done(requests_[index]);
-    release(requests_[index]);
-  }
+  void drop(std::size_t index);
   const rpc::Peer& peer() const { return peer_; }
   const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
  private:
   void progress_loop();
   void on_recv(SlotCtx& ctx, std::size_t len);
-  void start_pull(Request& r);
   void on_rma_done(Request& r);
-  void check_rma_deadline();
-  std::int64_t last_deadline_check_ns_ = 0;
-  // Hands r.message to the handler. `placed`: the Read chunk's data, left in
-  // the payload buffer the call keeps.
-  void dispatch(Request& r, std::optional<std::uint32_t> placed_at = {}, std::span<const std::uint8_t> placed = {});
-  // Posts the RDMA Writes of `len` bytes of the request's payload buffer into
-  // `segs`; the request moves on when they complete, or at once when the
-  // Send can follow them unwaited (chain()).
-  void push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs);
-  bool chain(const Request& r) const;
-  bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
+  // Moves `r` on until it waits (see State) or ends. Progress thread only.
+  void advance(Request& r);
+  void start_pull(Request& r);
+  void rebuild_call(Request& r);
+  void dispatch(Request& r);
+  void place_reply(Request& r);
+  void copy_data(Request& r);
   void finish_reply(Request& r);
+  void copy_reply(Request& r);
+  // Posts the RDMA Writes of `len` bytes of the request's payload buffer into
+  // `segs`; the request waits in `waiting` for them, or goes straight to
+  // `done` when the Send can follow them unwaited (chain()).
+  void push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting, State done);
+  bool chain(const Request& r, bool reply_chunk) const;
+  bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
   void send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
   std::optional<std::size_t> take_send_slot(bool for_error);
   void post_send_slot(std::size_t slot, std::size_t len, std::size_t request = kNoRequest);
   void on_send_done(SlotCtx& ctx);
   void repost_recv(std::size_t slot);
+  void repost_recv(Request& r);
+  void check_rma_deadline();
+  std::int64_t last_deadline_check_ns_ = 0;
   void release(Request& r);
   Request* take_request();
-  // Payload buffers are server-wide: every one a request holds goes back when
-  // the request ends or the connection dies (drain), never twice.
-  bool adopt(Request& r, std::size_t slot);
-  void give_back(Request& r);
-  // Gives `r` a payload buffer of at least `bytes`, then runs `then`: at once
-  // with its own small buffer, else once one is leased (never, if the
-  // connection dies meanwhile).
-  template <class F>
-  void with_payload(Request& r, std::size_t bytes, F&& then) {
-    if (bytes <= own_payloads_->slot_bytes()) {
-      r.own_payload = true;
-      return then();
-    }
-    lease([self = shared_from_this(), &r, then = std::forward<F>(then)](std::size_t slot) mutable {
-      if (self->adopt(r, slot)) then();
-    });
-  }
+  void fail(Request& r, const char* why);    // ERR_CHUNK, and the request ends
+  void broken(Request& r, const char* why);  // the connection closes; the request stays
+
+  // The inbox: requests handed back from other threads (a worker's reply, a
+  // payload buffer leased), a lock-free stack the progress thread empties
+  // whole. A request is in it at most once: it waits for one thing at a time.
+  void post(Request& r);
+  bool take_inbox();  // false: it was empty
+  void settle();  // after the progress thread ended: requests posted end here
+  std::atomic<Request*> inbox_{nullptr};
+  std::atomic<bool> exited_{false};
+  std::atomic<bool> sleeping_{false};  // the progress thread may block in poll()
+  static thread_local const ServerConnection* running_here_;
+
+  // Gives `r` a payload buffer of at least `bytes`: true when it has one;
+  // false when it must wait for one, which comes through the inbox.
+  bool buffer(Request& r, std::size_t bytes);
   static bool has_payload(const Request& r) { return r.own_payload || r.payload_slot; }
   std::span<std::uint8_t> payload(const Request& r);  // the buffer it holds
   void* payload_desc(const Request& r);
-  // Every payload buffer a connection takes goes through these: at most a
+  // Every payload buffer a connection leases goes through these: at most a
   // quarter of the device's pool per connection (RdmaServerOptions), so the
   // RMAs of one client that stalls them cannot hold every buffer; the rest
   // of its requests wait here, in order, not in the shared pool's queue.
-  template <class F>
-  void lease(F&& then) {
-    {
-      std::lock_guard lk(mu_);
-      if (leases_ >= lease_cap()) {
-        parked_.emplace_back(std::forward<F>(then));
-        return;
-      }
-      ++leases_;
-    }
-    // A slot free now runs `then` here, with nothing to allocate for waiting.
-    if (auto slot = payload_->try_take()) return then(*slot);
-    payload_->lease(std::forward<F>(then));
-  }
+  // Buffers go back when the request ends or the connection dies, never twice.
+  void lease(Request& r);
   std::size_t lease_cap() const { return std::max<std::size_t>(1, server_.options_.payload_slots / 4); }
+  void give_back(Request& r);
   void give_slot(std::size_t slot);
-  void handler_done(Request& r);
   void drain();
-  void fail(Request& r, const char* why);
 
   RdmaServer& server_;
   std::shared_ptr<rpc::Admission::Ticket> ticket_;
@@ -204,11 +223,11 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
   std::vector<Request> requests_;
   ConnectionMetrics& metrics_ = connection_metrics();
-  std::mutex mu_;  // guards free_requests_, drained_ and Request::in_handler
+  std::mutex mu_;  // guards free_requests_, drained_, leases_ and parked_
   std::vector<std::size_t> free_requests_;
-  bool drained_ = false;  // guarded by mu_: the connection is gone, leases return at once
-  std::size_t leases_ = 0;  // guarded by mu_: payload buffers held or asked of the pool
-  std::deque<std::function<void(std::size_t)>> parked_;  // guarded by mu_: leases past the cap
+  bool drained_ = false;  // the connection is gone: leases return at once
+  std::size_t leases_ = 0;  // payload buffers held or asked of the pool
+  std::deque<std::size_t> parked_;  // requests whose lease waits past the cap
   std::atomic<bool> closing_{false}, finished_{false};
   std::thread progress_;
 };
