@@ -9,8 +9,8 @@
 #   bench/ab.sh BASE_BUILD NEW_BUILD
 #     ROUNDS=3 SECS=8 PROVIDER=tcp TRANSPORTS="rdma tcp" RWS="randread randwrite" BS=4k QD=32
 #     WORKDIR=/var/tmp
-# WORKDIR holds the export (its filesystem matters: XFS takes non-blocking
-# buffered writes, ext4 and tmpfs do not).
+# WORKDIR holds the export (its filesystem matters: a WRITE runs on the
+# server's RDMA thread only when a page it writes in part is in the page cache).
 # BASE_BUILD: the build directory of an earlier commit (git worktree add,
 # meson setup, ninja server/nfsrdma-server fio-engine/nfsrdma.so).
 set -euo pipefail

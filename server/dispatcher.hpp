@@ -24,7 +24,8 @@ class Dispatcher {
   void handle(rpc::IncomingCall&& call);
   // On a transport's own thread: runs `call` to completion and returns true
   // when it cannot block (NULL; READ of a file kept open whose data is in the
-  // page cache). Otherwise returns false with nothing sent and `call` as it
+  // page cache; a small WRITE to a file kept open, NfsService::may_write_inline).
+  // Otherwise returns false with nothing sent and `call` as it
   // was, for handle() on a worker.
   bool handle_inline(rpc::IncomingCall& call);
   // The most a reply to `call` can take (tcp::TcpServerOptions::reply_bound):

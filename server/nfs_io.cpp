@@ -1,5 +1,13 @@
 // NFSv3 data procedures: READ, WRITE, COMMIT.
 //
+// WRITE runs on a transport's own thread (CallContext::may_block false) when
+// nothing in it waits for the disk: its descriptor is open (in the open-file
+// cache), it asks for no flush, it is small, and a page it writes only in
+// part is in the page cache (else the kernel reads it first). Buffered
+// writes have no RWF_NOWAIT on ext4 or tmpfs, so this is decided here, and
+// checked afterwards: an inline write that took long (dirty-page throttling,
+// a journal commit) sends WRITEs to workers for a while.
+//
 // READ encodes its reply around the data: the result header is written with
 // count and eof left blank, the file is read straight into the reply buffer, and those
 // are patched afterwards; the data's place is recorded for transports that
@@ -9,13 +17,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
+#include "lib/base/clock.hpp"
+#include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 #include "server/nfs_service.hpp"
 
 namespace nfsrdma::server {
 
 namespace {
+constexpr std::size_t kInlineWriteMax = 64 * 1024;
+constexpr std::chrono::milliseconds kSlowInlineWrite{2};
+constexpr std::chrono::seconds kInlineWritePause{1};
+
 metrics::Counter& io_bytes(bool written) {
   static metrics::Counter& read = metrics::registry().counter("nfsrdma_server_bytes_total",
                                                               "File data read and written for clients", {{"op", "read"}});
@@ -50,7 +65,8 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     // Opened by root and kept for every caller: each one's permission is checked below.
     Credentials who = identity(ctx, path);
     if (!become_root()) return NFS3ERR_SERVERFAULT;
-    Fd io(::open(ProcPath(path.fd.get()).c_str(), (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOCTTY));
+    // Writers' read too, only to ask the page cache (may_write_inline).
+    Fd io(::open(ProcPath(path.fd.get()).c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY));
     int err = errno;
     if (!become(who)) return NFS3ERR_SERVERFAULT;
     if (!io.valid()) return errno_to_nfsstat3(err);
@@ -154,8 +170,13 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
   if (auto s = io_file(ctx, a.file, true, o, f, st); s != NFS3_OK) return s;
-  r.file_wcc.before = to_wcc_attr(st);
   const int fd = f->io.get();
+  if (!ctx.may_block && !may_write_inline(a, o, fd, st)) {
+    ctx.would_block = true;
+    return NFS3ERR_JUKEBOX;
+  }
+  const std::int64_t started = ctx.may_block ? 0 : steady_ns();
+  r.file_wcc.before = to_wcc_attr(st);
   auto after = [&] {
     struct stat now {};
     if (::fstat(fd, &now) == 0) r.file_wcc.after = to_fattr3(now, *o.ex);
@@ -180,12 +201,40 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
       return errno_to_nfsstat3(err);
     }
   }
+  if (!ctx.may_block) {
+    const std::int64_t took = steady_ns() - started;
+    if (took > std::chrono::nanoseconds(kSlowInlineWrite).count()) {
+      inline_writes_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlineWritePause).count(),
+                                   std::memory_order_relaxed);
+      NFSRDMA_LOG_LIMITED(info, "nfs: a WRITE of {} bytes took {} µs on a transport's thread; WRITEs go to workers for {} s",
+                          done, took / 1000, kInlineWritePause.count());
+    }
+  }
   r.count = static_cast<std::uint32_t>(done);
   io_bytes(true).inc(done);
   r.committed = a.stable;
   r.verf = write_verf_;
   after();
   return NFS3_OK;
+}
+
+bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, int fd, const struct stat& st) const {
+  if (a.data.size() > kInlineWriteMax) return false;
+  if (o.opts->sync && a.stable != stable_how::UNSTABLE) return false;  // a flush waits for the disk
+  if (steady_ns() < inline_writes_from_ns_.load(std::memory_order_relaxed)) return false;
+  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  // A page the file has data in, written in part, must be in the page cache.
+  auto cached = [&](std::uint64_t at) {
+    const std::uint64_t start = at - at % page;
+    if (at % page == 0 || start >= size) return true;
+    std::uint8_t b;
+    iovec v{&b, 1};
+    return ::preadv2(fd, &v, 1, static_cast<off_t>(start), RWF_NOWAIT) >= 0;
+  };
+  const std::uint64_t end = a.offset + a.data.size();
+  if (!cached(a.offset)) return false;
+  return (a.offset % page != 0 && end / page == a.offset / page) || cached(end);  // one page: asked once
 }
 
 nfsstat3 NfsService::do_commit(const CallContext& ctx, const COMMIT3args& a, COMMIT3res& r) {

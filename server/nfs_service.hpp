@@ -11,6 +11,8 @@
 // there (io_file), and make the same checks without opening the handle.
 #pragma once
 
+#include <atomic>
+
 #include "lib/nfs3/nfs3_procs.hpp"
 #include "lib/rpc/rpc.hpp"
 #include "server/call_context.hpp"
@@ -72,6 +74,9 @@ class NfsService {
   // nfs_io.cpp
   void do_read(const CallContext&, const nfs3::READ3args&, xdr::Encoder& out, rpc::ReplyMessage& reply);
   nfs3::nfsstat3 do_write(const CallContext&, const nfs3::WRITE3args&, nfs3::WRITE3res&);
+  // Whether a WRITE may run on a transport's own thread (CallContext::may_block
+  // false): nothing it does waits for the disk. See nfs_io.cpp.
+  bool may_write_inline(const nfs3::WRITE3args& a, const Object& o, int fd, const struct stat& st) const;
   nfs3::nfsstat3 do_commit(const CallContext&, const nfs3::COMMIT3args&, nfs3::COMMIT3res&);
   // The regular file `fh` names, open for reading or writing, from files_ or
   // opened and kept there, and `st`, its attributes now. The caller's
@@ -92,6 +97,8 @@ class NfsService {
   NfsLimits limits_;
   nfs3::verf8 write_verf_;
   OpenFiles files_{256, std::chrono::seconds(2)};
+  // Until then (steady clock, ns), WRITEs go to workers: an inline one was slow.
+  std::atomic<std::int64_t> inline_writes_from_ns_{0};
 };
 
 // Applies the settable attributes to an object as the current identity.

@@ -1,0 +1,181 @@
+// Calls run on a transport's own thread (Dispatcher::handle_inline): which
+// WRITEs run there and which are passed to a worker untouched, to run there.
+// Needs root (file handles); skips otherwise.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "lib/base/log.hpp"
+#include "lib/rpc/sync_call.hpp"
+#include "server/dispatcher.hpp"
+
+namespace nfsrdma::server {
+namespace {
+
+using namespace nfs3;
+
+class Channel final : public rpc::ReplyChannel {
+ public:
+  Channel() {
+    auto* a = reinterpret_cast<sockaddr_in*>(&peer_.addr);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(800);
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    peer_.len = sizeof *a;
+  }
+  void send(rpc::ReplyMessage&& reply) override {
+    ++sent;
+    bytes = std::move(reply.bytes);
+  }
+  void drop() override { ++dropped; }
+  void close() override {}
+  const rpc::Peer& peer() const override { return peer_; }
+  int sent = 0, dropped = 0;
+  std::vector<std::uint8_t> bytes;
+
+ private:
+  rpc::Peer peer_;
+};
+
+class Inline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (file handles)";
+    std::string tmpl = (std::filesystem::temp_directory_path() / "nfsrdma-inline-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/file") << std::string(3 * 4096, 'x');
+    auto e = parse_export_line(dir_ + " 127.0.0.1(rw,insecure,sync,no_root_squash)");
+    ASSERT_TRUE(e && table_.replace({*e}));
+    nfs_ = std::make_unique<NfsService>(table_, NfsLimits{1 << 20, 1 << 20}, verf8{});
+    mount_ = std::make_unique<MountService>(table_);
+    dispatcher_ = std::make_unique<Dispatcher>(*nfs_, *mount_, nullptr, drc_);
+    diropargs3 l{table_.all()[0]->root_fh, "file"};
+    auto found = run<LOOKUP3res>(Proc::LOOKUP, l);
+    ASSERT_EQ(found.status, NFS3_OK);
+    file_ = found.object;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  template <class Args>
+  std::vector<std::uint8_t> encode(Proc proc, const Args& args) {
+    std::vector<std::uint8_t> m;
+    xdr::Encoder e(m);
+    rpc::AuthSys root;
+    root.machinename = "test";
+    xid_ = rpc::next_xid();
+    rpc::encode_call_header(e, xid_, kProgram, kVersion, static_cast<std::uint32_t>(proc), root);
+    codec(e, const_cast<Args&>(args));
+    return m;
+  }
+  template <class Res>
+  Res decode(const std::vector<std::uint8_t>& bytes) {
+    xdr::Decoder d(bytes);
+    Res res{};
+    EXPECT_TRUE(rpc::check_reply(d, xid_).ok());
+    codec(d, res);
+    return res;
+  }
+  // On a worker.
+  template <class Res, class Args>
+  Res run(Proc proc, const Args& args) {
+    auto m = encode(proc, args);
+    auto ch = std::make_shared<Channel>();
+    dispatcher_->handle(call(m, ch));
+    EXPECT_EQ(ch->sent, 1);
+    return decode<Res>(ch->bytes);
+  }
+  rpc::IncomingCall call(const std::vector<std::uint8_t>& m, std::shared_ptr<Channel> ch) {
+    rpc::IncomingCall c;
+    c.message = m;
+    c.channel = std::move(ch);
+    c.listener = kNfsListener;
+    c.secure = true;
+    return c;
+  }
+  // Tried inline: true when it ran there, false when passed on (and then run
+  // on a worker, as the transport would).
+  bool try_write(std::uint64_t offset, std::size_t len, stable_how stable = stable_how::UNSTABLE) {
+    data_.assign(len, 'w');
+    WRITE3args a{file_, offset, static_cast<std::uint32_t>(len), stable, data_};
+    auto m = encode(Proc::WRITE, a);
+    auto ch = std::make_shared<Channel>();
+    rpc::IncomingCall c = call(m, ch);
+    bool ran = dispatcher_->handle_inline(c);
+    if (!ran) {
+      EXPECT_EQ(ch->sent + ch->dropped, 0) << "passed on, yet answered";
+      dispatcher_->handle(std::move(c));
+    }
+    EXPECT_EQ(ch->sent, 1);
+    EXPECT_EQ(decode<WRITE3res>(ch->bytes).status, NFS3_OK);
+    return ran;
+  }
+  // Drops the file's pages from the page cache, once clean.
+  void evict() {
+    int fd = ::open((dir_ + "/file").c_str(), O_RDONLY);
+    EXPECT_EQ(::fsync(fd), 0);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  bool page_cached(std::uint64_t at) {
+    int fd = ::open((dir_ + "/file").c_str(), O_RDONLY);
+    std::uint8_t b;
+    iovec v{&b, 1};
+    bool cached = ::preadv2(fd, &v, 1, static_cast<off_t>(at), RWF_NOWAIT) >= 0;
+    ::close(fd);
+    return cached;
+  }
+
+  std::string dir_;
+  ExportTable table_{SipKey{}};
+  DuplicateRequestCache drc_{256};
+  std::unique_ptr<NfsService> nfs_;
+  std::unique_ptr<MountService> mount_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  nfs_fh3 file_;
+  std::uint32_t xid_ = 0;
+  std::vector<std::uint8_t> data_;
+};
+
+TEST_F(Inline, SmallUnstableWritesToAnOpenFileRunInline) {
+  ASSERT_FALSE(try_write(0, 4096));  // the worker opens the file
+  EXPECT_TRUE(try_write(4096, 4096));
+  EXPECT_TRUE(try_write(3 * 4096, 64 * 1024));  // past the end: pages with nothing to read
+  std::ifstream f(dir_ + "/file", std::ios::binary);
+  std::string on_disk((std::istreambuf_iterator<char>(f)), {});
+  ASSERT_EQ(on_disk.size(), 3 * 4096 + 64 * 1024u);
+  EXPECT_EQ(on_disk.substr(4096, 4096), std::string(4096, 'w'));
+  EXPECT_EQ(on_disk.substr(2 * 4096, 4096), std::string(4096, 'x'));
+}
+
+TEST_F(Inline, WritesThatWaitForTheDiskGoToAWorker) {
+  ASSERT_FALSE(try_write(0, 4096));
+  EXPECT_FALSE(try_write(4096, 4096, stable_how::FILE_SYNC)) << "a flush on a sync export";
+  EXPECT_FALSE(try_write(4096, 4096, stable_how::DATA_SYNC));
+  EXPECT_FALSE(try_write(0, 64 * 1024 + 4096)) << "over the inline size";
+  EXPECT_TRUE(try_write(4096, 4096, stable_how::UNSTABLE));
+}
+
+TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {
+  ASSERT_FALSE(try_write(0, 4096));
+  evict();
+  if (page_cached(2 * 4096)) GTEST_SKIP() << "this filesystem keeps the page cached (tmpfs?)";
+  EXPECT_FALSE(try_write(2 * 4096 + 100, 100)) << "the kernel would read the page first";
+  evict();  // the worker's write read it back
+  EXPECT_FALSE(try_write(4096, 4096 + 100)) << "its tail page is not cached";
+  std::ifstream(dir_ + "/file").ignore(1 << 20);  // read back into the cache
+  ASSERT_TRUE(page_cached(2 * 4096));
+  EXPECT_TRUE(try_write(2 * 4096 + 100, 100));
+  EXPECT_TRUE(try_write(4096, 4096 + 100));
+}
+
+}  // namespace
+}  // namespace nfsrdma::server
