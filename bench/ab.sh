@@ -8,6 +8,7 @@
 # and ROUNDS up; CPU per call is the steadier figure).
 #   bench/ab.sh BASE_BUILD NEW_BUILD
 #     ROUNDS=3 SECS=8 PROVIDER=tcp TRANSPORTS="rdma tcp" RWS="randread randwrite" BS=4k QD=32
+#     JOBS=1 (fio jobs, each with its own connection; figures are their sum)
 #     WORKDIR=/var/tmp
 # WORKDIR holds the export (its filesystem matters: a WRITE runs on the
 # server's RDMA thread only when a page it writes in part is in the page cache).
@@ -19,7 +20,7 @@ case "${1:-}" in -h | --help) usage; exit 0 ;; esac
 [ $# -eq 2 ] || { usage >&2; exit 2; }
 BASE=$1 NEW=$2
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-8} PROVIDER=${PROVIDER:-tcp}
-TRANSPORTS=${TRANSPORTS:-rdma tcp} RWS=${RWS:-randread randwrite} BS=${BS:-4k} QD=${QD:-32}
+TRANSPORTS=${TRANSPORTS:-rdma tcp} RWS=${RWS:-randread randwrite} BS=${BS:-4k} QD=${QD:-32} JOBS=${JOBS:-1}
 for b in "$BASE" "$NEW"; do
   for f in server/nfsrdma-server fio-engine/nfsrdma.so; do
     [ -f "$b/$f" ] || { echo "ab: $b/$f not found"; exit 1; }
@@ -48,7 +49,7 @@ run() {  # build transport rw -> "IOPS server-µs-per-call fio-µs-per-call MiB/
   out=$( { TIMEFORMAT='%U %S'; time fio --name=ab --ioengine="external:$1/fio-engine/nfsrdma.so" \
     --nfs_export="127.0.0.1:$WORK/export" --nfs_transport="$2" \
     --nfs_port="$([ "$2" = rdma ] && echo "$rdma" || echo "$nfs")" --nfs_mount_port="$mnt" \
-    --nfs_provider="$PROVIDER" --filename=data --size=256M --rw="$3" --bs="$BS" --iodepth="$QD" --time_based \
+    --nfs_provider="$PROVIDER" --filename=data --size=256M --rw="$3" --bs="$BS" --iodepth="$QD" --numjobs="$JOBS" --group_reporting --time_based \
     --runtime="$SECS" --output-format=json --output="$WORK/fio.json" >/dev/null; } 2>&1) || out=
   t1=$(cpu_ticks "$pid")
   kill "$pid"; wait "$pid" 2>/dev/null || true
@@ -73,7 +74,7 @@ for r in $(seq "$ROUNDS"); do
     done
   done
 done
-python3 - "$WORK/runs" "$BS QD$QD" <<'EOF'
+python3 - "$WORK/runs" "$BS QD$QD x$JOBS" <<'EOF'
 import collections, statistics, sys
 cols = ("IOPS", "server µs/call", "fio µs/call", "MiB/s")
 short = ("IOPS", "srv µs", "fio µs", "MiB/s")

@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
   app.add_option("--rdma-timeout", rdma_timeout_s,
                  "Seconds an RDMA Read/Write may wait on a client before its connection is closed")
       ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  double poll_us = 50;
+  app.add_option("--poll-us", poll_us,
+                 "Microseconds an RPC-RDMA connection polls after its last activity before it sleeps, while "
+                 "the server has at most one call in flight; 0: never poll")
+      ->capture_default_str()->check(CLI::Range(0.0, 10000.0));
   app.add_flag("--no-rdma", no_rdma, "Serve TCP only");
   app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
   app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();
@@ -87,6 +92,7 @@ int main(int argc, char** argv) {
   cfg.register_rpcbind = !no_register;
   cfg.rdma = !no_rdma;
   cfg.rdma_options.rma_timeout = std::chrono::milliseconds(static_cast<long>(rdma_timeout_s * 1000));
+  cfg.rdma_options.poll_time = std::chrono::microseconds(static_cast<long>(poll_us));
   cfg.admission.idle_timeout = std::chrono::milliseconds(static_cast<long>(idle_timeout_s * 1000));
   if (verbose) log_level = "debug";
   if (!init_logging(log_level)) {

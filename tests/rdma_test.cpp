@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "tests/rdma_fixture.hpp"
 
@@ -199,6 +200,17 @@ TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
   EXPECT_EQ(left, 0u);
   EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
   EXPECT_EQ(rdma_->bounce_bytes(), bounce_before);  // nothing went through a bounce buffer
+}
+
+TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
+  // Calls one at a time: the server polls between them (--poll-us)...
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
+  // ...and once they stop, it sleeps: an idle server takes no CPU.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double t0 = cpu_seconds(server_->pid());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double idle = cpu_seconds(server_->pid()) - t0;
+  EXPECT_LT(idle, 0.05) << "CPU-seconds taken by an idle server in one second";
 }
 
 }  // namespace

@@ -61,6 +61,10 @@ struct RdmaServerOptions {
   std::size_t small_payload_bytes = 8 * 1024;
   rpc::AdmissionLimits admission;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
+  // While the server has at most one call in flight, a connection polls its
+  // completion queue this long after its last activity before it blocks;
+  // zero: always block.
+  std::chrono::microseconds poll_time{50};
 };
 
 class ServerConnection;
@@ -95,6 +99,8 @@ class RdmaServer {
   // ORDER: after listener_, so each pool is deregistered before its domain closes.
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> pollers_{0};  // connections polling now (ServerConnection::polling)
+  std::atomic<std::int64_t> in_flight_{0};  // calls, over every connection
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
   std::list<std::shared_ptr<ServerConnection>> connections_;

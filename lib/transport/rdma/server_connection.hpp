@@ -193,6 +193,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::atomic<Request*> inbox_{nullptr};
   std::atomic<bool> exited_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread may block in poll()
+  bool polling(std::int64_t busy_ns);  // whether to poll rather than block now
+  bool polls_ = false;                 // holds one of RdmaServer::pollers_
   static thread_local const ServerConnection* running_here_;
 
   // Gives `r` a payload buffer of at least `bytes`: true when it has one;
