@@ -100,7 +100,6 @@ class RdmaServer {
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> pollers_{0};  // connections polling now (ServerConnection::polling)
-  std::atomic<std::int64_t> in_flight_{0};  // calls, over every connection
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
   std::list<std::shared_ptr<ServerConnection>> connections_;

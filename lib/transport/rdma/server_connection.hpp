@@ -65,7 +65,6 @@ enum class State : std::uint8_t {
   reply_pushed,
   sending,        // the Send posted; the request ends when it completes
 };
-const char* state_name(State s);
 
 // The way back from a request's call to its connection: one per request, lent
 // to the call (rpc::IncomingCall::channel) by a shared_ptr that shares the
@@ -178,7 +177,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void repost_recv(std::size_t slot);
   void repost_recv(Request& r);
   void check_rma_deadline();
-  std::int64_t last_deadline_check_ns_ = 0;
+  std::int64_t last_deadline_check_ns_ = 0, last_gone_check_ns_ = 0;
   void release(Request& r);
   Request* take_request();
   void fail(Request& r, const char* why);    // ERR_CHUNK, and the request ends

@@ -12,28 +12,6 @@ namespace nfsrdma::rdma {
 
 using rpcrdma::Header;
 
-const char* state_name(State s) {
-  switch (s) {
-    case State::free: return "free";
-    case State::received: return "received";
-    case State::pull_buffer: return "pull_buffer";
-    case State::pulling: return "pulling";
-    case State::pulled: return "pulled";
-    case State::area_buffer: return "area_buffer";
-    case State::ready: return "ready";
-    case State::executing: return "executing";
-    case State::replied: return "replied";
-    case State::data_buffer: return "data_buffer";
-    case State::pushing_data: return "pushing_data";
-    case State::data_placed: return "data_placed";
-    case State::reply_buffer: return "reply_buffer";
-    case State::pushing_reply: return "pushing_reply";
-    case State::reply_pushed: return "reply_pushed";
-    case State::sending: return "sending";
-  }
-  return "?";
-}
-
 void ServerConnection::advance(Request& r) {
   for (;;) {
     switch (r.state) {
