@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/rpc/sync_call.hpp"
 #include "server/dispatcher.hpp"
 
@@ -167,6 +168,19 @@ TEST_F(Inline, WritesThatWaitForTheDiskGoToAWorker) {
   EXPECT_FALSE(try_write(4096, 4096, stable_how::DATA_SYNC));
   EXPECT_FALSE(try_write(0, 64 * 1024 + 4096)) << "over the inline size";
   EXPECT_TRUE(try_write(4096, 4096, stable_how::UNSTABLE));
+}
+
+TEST_F(Inline, AWriteOverTheInlineSizeIsPassedOnBeforeItsFileIsLookedUp) {
+  ASSERT_FALSE(try_write(0, 4096));
+  metrics::Counter& hits = metrics::registry().counter(
+      "nfsrdma_server_open_file_lookups_total", "READ, WRITE and COMMIT calls by whether their file was open",
+      {{"result", "hit"}});
+  data_.assign(64 * 1024 + 4096, 'w');
+  WRITE3args a{file_, 0, static_cast<std::uint32_t>(data_.size()), stable_how::UNSTABLE, data_};
+  rpc::IncomingCall c = call(encode(Proc::WRITE, a), std::make_shared<Channel>());
+  const std::uint64_t before = hits.value();
+  EXPECT_FALSE(dispatcher_->handle_inline(c));
+  EXPECT_EQ(hits.value(), before) << "the transport's thread looked the file up for a WRITE it could not run";
 }
 
 TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {

@@ -166,6 +166,13 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
 
 nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE3res& r) {
   if (a.count != a.data.size()) return NFS3ERR_INVAL;
+  // Too big to run inline, or a slow one paused them: off to a worker before
+  // any syscall here, which the worker would only make again.
+  if (!ctx.may_block && (a.data.size() > kInlineWriteMax ||
+                         steady_ns() < inline_writes_from_ns_.load(std::memory_order_relaxed))) {
+    ctx.would_block = true;
+    return NFS3ERR_JUKEBOX;
+  }
   Object o;
   std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
@@ -219,9 +226,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
 }
 
 bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, int fd, const struct stat& st) const {
-  if (a.data.size() > kInlineWriteMax) return false;
   if (o.opts->sync && a.stable != stable_how::UNSTABLE) return false;  // a flush waits for the disk
-  if (steady_ns() < inline_writes_from_ns_.load(std::memory_order_relaxed)) return false;
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto size = static_cast<std::uint64_t>(st.st_size);
   // A page the file has data in, written in part, must be in the page cache.
