@@ -53,8 +53,9 @@ int main(int argc, char** argv) {
   bool json = false, zero_copy = false;
   app.add_option("--server", server, "host:/export")->required();
   app.add_option("--proto", proto, "rdma or tcp")->check(CLI::IsMember({"rdma", "tcp"}))->capture_default_str();
-  app.add_option("--op", op, "read, write, or null (NULL calls: the RPC round trip alone)")
-      ->check(CLI::IsMember({"read", "write", "null"}))->capture_default_str();
+  app.add_option("--op", op,
+                 "read, write, null (NULL calls: the RPC round trip alone) or getattr (GETATTR of a file in use)")
+      ->check(CLI::IsMember({"read", "write", "null", "getattr"}))->capture_default_str();
   app.add_option("--bs", bs_text, "Block size (e.g. 64K, 1M)")->capture_default_str();
   app.add_option("--depth", depth, "Calls in flight")->capture_default_str()->check(CLI::Range(1, 128));
   app.add_option("--seconds", seconds, "Duration")->capture_default_str();
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nfs_bench: FSINFO failed\n");
     return 1;
   }
-  if (std::uint32_t max = op == "read" ? info->rtmax : info->wtmax; op != "null" && max && bs > max) {
+  if (std::uint32_t max = op == "read" ? info->rtmax : info->wtmax; (op == "read" || op == "write") && max && bs > max) {
     std::fprintf(stderr, "nfs_bench: the server takes at most %u bytes per %s (FSINFO); use --bs %uK or less\n", max,
                  op == "read" ? "READ" : "WRITE", max / 1024);
     return 2;
@@ -119,8 +120,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (op == "read") {  // fill the region once, so reads return data
-    for (std::size_t b = 0; b < blocks; ++b) {
+  // Fill the region once, so reads return data; for GETATTR one block, so
+  // the file is in use (a server may keep files it reads or writes open).
+  if (op == "read" || op == "getattr") {
+    for (std::size_t b = 0; b < (op == "read" ? blocks : 1); ++b) {
       auto w = nfs.write_sync(WRITE3args{fh, b * bs, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, slot(0)});
       if (!w || w->status != NFS3_OK) {
         std::fprintf(stderr, "nfs_bench: filling the file failed\n");
@@ -151,6 +154,10 @@ int main(int argc, char** argv) {
     };
     if (op == "null") {
       nfs.call<Void>(Proc::NULL_, Void{}, [finish](Result<Void> r) { finish(r.ok()); });
+    } else if (op == "getattr") {
+      nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [finish](Result<GETATTR3res> r) {
+        finish(r && r->status == NFS3_OK);
+      });
     } else if (op == "read") {
       nfs.read(fh, off, slot(i), [finish, bs](Result<client::NfsClient::ReadResult> r) {
         finish(r && r->status == NFS3_OK && r->count == bs);
@@ -174,7 +181,7 @@ int main(int argc, char** argv) {
   cv.wait(lk, [&] { return outstanding == 0; });
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const double cpu = cpu_seconds() - cpu0;
-  const double mib = op == "null" ? 0 : static_cast<double>(done_ops * bs) / (1 << 20);
+  const double mib = op == "read" || op == "write" ? static_cast<double>(done_ops * bs) / (1 << 20) : 0;
   const double mibs = mib / secs, iops = static_cast<double>(done_ops) / secs;
   const double lat = done_ops ? latency_sum / static_cast<double>(done_ops) : 0;
   const double cpu_per_gib = mib > 0 ? cpu / (mib / 1024) : 0;

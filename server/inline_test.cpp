@@ -102,12 +102,11 @@ class Inline : public ::testing::Test {
     c.secure = true;
     return c;
   }
-  // Tried inline: true when it ran there, false when passed on (and then run
-  // on a worker, as the transport would).
-  bool try_write(std::uint64_t offset, std::size_t len, stable_how stable = stable_how::UNSTABLE) {
-    data_.assign(len, 'w');
-    WRITE3args a{file_, offset, static_cast<std::uint32_t>(len), stable, data_};
-    auto m = encode(Proc::WRITE, a);
+  // Tried inline: whether it ran there, else passed on (and then run on a
+  // worker, as the transport would); and the reply.
+  template <class Res, class Args>
+  std::pair<bool, Res> try_inline(Proc proc, const Args& args) {
+    auto m = encode(proc, args);
     auto ch = std::make_shared<Channel>();
     rpc::IncomingCall c = call(m, ch);
     bool ran = dispatcher_->handle_inline(c);
@@ -116,7 +115,13 @@ class Inline : public ::testing::Test {
       dispatcher_->handle(std::move(c));
     }
     EXPECT_EQ(ch->sent, 1);
-    EXPECT_EQ(decode<WRITE3res>(ch->bytes).status, NFS3_OK);
+    return {ran, decode<Res>(ch->bytes)};
+  }
+  bool try_write(std::uint64_t offset, std::size_t len, stable_how stable = stable_how::UNSTABLE) {
+    data_.assign(len, 'w');
+    WRITE3args a{file_, offset, static_cast<std::uint32_t>(len), stable, data_};
+    auto [ran, res] = try_inline<WRITE3res>(Proc::WRITE, a);
+    EXPECT_EQ(res.status, NFS3_OK);
     return ran;
   }
   // Drops the file's pages from the page cache, once clean.
@@ -177,10 +182,31 @@ TEST_F(Inline, AWriteOverTheInlineSizeIsPassedOnBeforeItsFileIsLookedUp) {
       {{"result", "hit"}});
   data_.assign(64 * 1024 + 4096, 'w');
   WRITE3args a{file_, 0, static_cast<std::uint32_t>(data_.size()), stable_how::UNSTABLE, data_};
-  rpc::IncomingCall c = call(encode(Proc::WRITE, a), std::make_shared<Channel>());
+  auto m = encode(Proc::WRITE, a);
+  auto ch = std::make_shared<Channel>();
+  rpc::IncomingCall c = call(m, ch);
   const std::uint64_t before = hits.value();
   EXPECT_FALSE(dispatcher_->handle_inline(c));
   EXPECT_EQ(hits.value(), before) << "the transport's thread looked the file up for a WRITE it could not run";
+  dispatcher_->handle(std::move(c));
+  EXPECT_EQ(decode<WRITE3res>(ch->bytes).status, NFS3_OK) << "and the worker ran it";
+}
+
+TEST_F(Inline, AGetattrRunsInlineOnlyForAFileKeptOpen) {
+  auto getattr = [&](const nfs_fh3& fh) {
+    auto [ran, r] = try_inline<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
+    EXPECT_EQ(r.status, NFS3_OK);
+    return std::pair{ran, r.obj_attributes.size};
+  };
+  EXPECT_FALSE(getattr(file_).first) << "a file not open: resolving its handle may read the disk";
+  EXPECT_FALSE(getattr(table_.all()[0]->root_fh).first) << "a directory";
+  ASSERT_FALSE(try_write(4096, 4096));  // the worker opens the file
+  std::ofstream(dir_ + "/file", std::ios::app) << "grown";
+  auto [ran, size] = getattr(file_);
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(size, 3 * 4096u + 5) << "attributes as they are now";
+  std::filesystem::remove(dir_ + "/file");
+  EXPECT_FALSE(getattr(file_).first) << "no name left: the worker answers (stale)";
 }
 
 TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {

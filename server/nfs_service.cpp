@@ -108,8 +108,23 @@ Credentials NfsService::identity(const CallContext& ctx, const Object& o) const 
 
 nfsstat3 NfsService::do_getattr(const CallContext& ctx, const FhArgs& a, GETATTR3res& r) {
   Object o;
-  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
   struct stat st {};
+  if (!ctx.may_block) {
+    // Inline only for a file held open for READ or WRITE: its inode is in
+    // memory, so fstat cannot wait for the disk, where resolving a handle
+    // could. Anything unusual (an export gone, no links left) is the
+    // worker's to answer, as below.
+    auto f = files_.peek(a.object);
+    if (f) o.ex = exports_.by_id(f->export_id);
+    if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
+      ctx.would_block = true;
+      return NFS3ERR_JUKEBOX;
+    }
+    if (auto s = admit(ctx, Need::read, o); s != NFS3_OK) return s;
+    r.obj_attributes = to_fattr3(st, *o.ex);
+    return NFS3_OK;
+  }
+  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
   if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   r.obj_attributes = to_fattr3(st, *o.ex);
   return NFS3_OK;

@@ -50,6 +50,15 @@ std::shared_ptr<const OpenFiles::File> OpenFiles::get(const nfs3::nfs_fh3& fh, b
   return it->second.file;
 }
 
+std::shared_ptr<const OpenFiles::File> OpenFiles::peek(const nfs3::nfs_fh3& fh) {
+  Key read(fh, false), write(fh, true);
+  std::lock_guard lk(mu_);
+  for (const Key* k : {&read, &write}) {
+    if (auto it = entries_.find(k->view()); it != entries_.end()) return it->second.file;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<const OpenFiles::File> OpenFiles::put(const nfs3::nfs_fh3& fh, bool write, File f) {
   Key key(fh, write);
   auto file = std::make_shared<const File>(std::move(f));

@@ -42,6 +42,9 @@ class OpenFiles {
 
   // The entry for `fh` open for writing (or reading), or null.
   std::shared_ptr<const File> get(const nfs3::nfs_fh3& fh, bool write);
+  // Either entry for `fh`, or null, as it is: neither counted as a lookup
+  // nor kept open longer (a GETATTR run on a transport's thread).
+  std::shared_ptr<const File> peek(const nfs3::nfs_fh3& fh);
   // Keeps `f` as the entry for `fh` (replacing one another call added first).
   std::shared_ptr<const File> put(const nfs3::nfs_fh3& fh, bool write, File f);
   // Closes both entries for `fh`, once the calls using them are done.
