@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--server", server, "host:/export")->required();
   app.add_option("--proto", proto, "rdma or tcp")->check(CLI::IsMember({"rdma", "tcp"}))->capture_default_str();
   app.add_option("--op", op,
-                 "read, write, null (NULL calls: the RPC round trip alone) or getattr (GETATTR of a file in use)")
-      ->check(CLI::IsMember({"read", "write", "null", "getattr"}))->capture_default_str();
+                 "read, write, null (NULL calls: the RPC round trip alone), getattr or access (of a file in use)")
+      ->check(CLI::IsMember({"read", "write", "null", "getattr", "access"}))->capture_default_str();
   app.add_option("--bs", bs_text, "Block size (e.g. 64K, 1M)")->capture_default_str();
   app.add_option("--depth", depth, "Calls in flight")->capture_default_str()->check(CLI::Range(1, 128));
   app.add_option("--seconds", seconds, "Duration")->capture_default_str();
@@ -120,9 +120,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  // Fill the region once, so reads return data; for GETATTR one block, so
-  // the file is in use (a server may keep files it reads or writes open).
-  if (op == "read" || op == "getattr") {
+  // Fill the region once, so reads return data; for GETATTR and ACCESS one
+  // block, so the file is in use (a server may keep files it reads or writes open).
+  if (op == "read" || op == "getattr" || op == "access") {
     for (std::size_t b = 0; b < (op == "read" ? blocks : 1); ++b) {
       auto w = nfs.write_sync(WRITE3args{fh, b * bs, static_cast<std::uint32_t>(bs), stable_how::UNSTABLE, slot(0)});
       if (!w || w->status != NFS3_OK) {
@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
       nfs.call<Void>(Proc::NULL_, Void{}, [finish](Result<Void> r) { finish(r.ok()); });
     } else if (op == "getattr") {
       nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [finish](Result<GETATTR3res> r) {
+        finish(r && r->status == NFS3_OK);
+      });
+    } else if (op == "access") {
+      nfs.call<ACCESS3res>(Proc::ACCESS, ACCESS3args{fh, ACCESS3_READ | ACCESS3_MODIFY}, [finish](Result<ACCESS3res> r) {
         finish(r && r->status == NFS3_OK);
       });
     } else if (op == "read") {

@@ -36,7 +36,7 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 }  // namespace
 
-constexpr const char* kInlineHelp = "NULL, GETATTR, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
+constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
 
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
     : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc),
@@ -96,10 +96,8 @@ bool Dispatcher::handle_inline(rpc::IncomingCall& call) {
   auto h = rpc::decode_call(d);
   if (!h || h->prog != nfs3::kProgram) return false;
   auto proc = static_cast<nfs3::Proc>(h->proc);
-  if (proc != nfs3::Proc::NULL_ && proc != nfs3::Proc::GETATTR && proc != nfs3::Proc::READ &&
-      proc != nfs3::Proc::WRITE) {
-    return false;
-  }
+  using P = nfs3::Proc;
+  if (proc != P::NULL_ && proc != P::GETATTR && proc != P::ACCESS && proc != P::READ && proc != P::WRITE) return false;
   bool ran = run(call, false);
   (ran ? inline_ran_ : inline_passed_).inc();
   return ran;

@@ -23,11 +23,11 @@ class Dispatcher {
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
   // On a transport's own thread: runs `call` to completion and returns true
-  // when it cannot block (NULL; GETATTR of a file kept open; READ of a file
-  // kept open whose data is in the page cache; a small WRITE to a file kept
-  // open, NfsService::may_write_inline).
-  // Otherwise returns false with nothing sent and `call` as it
-  // was, for handle() on a worker.
+  // when it cannot block (NULL; GETATTR and ACCESS of a file kept open
+  // (NfsService::held_open); READ of a file kept open whose data is in the
+  // page cache; a small WRITE to a file kept open, NfsService::may_write_inline).
+  // Otherwise returns false with nothing sent and `call` as it was, for
+  // handle() on a worker.
   bool handle_inline(rpc::IncomingCall& call);
   // The most a reply to `call` can take (tcp::TcpServerOptions::reply_bound):
   // exact for NFS, `otherwise` for MOUNT and PORTMAP (an export list has no

@@ -192,7 +192,7 @@ TEST_F(Inline, AWriteOverTheInlineSizeIsPassedOnBeforeItsFileIsLookedUp) {
   EXPECT_EQ(decode<WRITE3res>(ch->bytes).status, NFS3_OK) << "and the worker ran it";
 }
 
-TEST_F(Inline, AGetattrRunsInlineOnlyForAFileKeptOpen) {
+TEST_F(Inline, GetattrAndAccessRunInlineOnlyForAFileKeptOpen) {
   auto getattr = [&](const nfs_fh3& fh) {
     auto [ran, r] = try_inline<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
     EXPECT_EQ(r.status, NFS3_OK);
@@ -205,6 +205,11 @@ TEST_F(Inline, AGetattrRunsInlineOnlyForAFileKeptOpen) {
   auto [ran, size] = getattr(file_);
   EXPECT_TRUE(ran);
   EXPECT_EQ(size, 3 * 4096u + 5) << "attributes as they are now";
+  ::chmod((dir_ + "/file").c_str(), 0644);
+  auto [access_ran, acc] = try_inline<ACCESS3res>(Proc::ACCESS, ACCESS3args{file_, ACCESS3_READ | ACCESS3_EXECUTE});
+  EXPECT_TRUE(access_ran);
+  EXPECT_EQ(acc.status, NFS3_OK);
+  EXPECT_EQ(acc.access, ACCESS3_READ) << "checked now: no execute bit, so not even root may execute it";
   std::filesystem::remove(dir_ + "/file");
   EXPECT_FALSE(getattr(file_).first) << "no name left: the worker answers (stale)";
 }

@@ -106,26 +106,27 @@ Credentials NfsService::identity(const CallContext& ctx, const Object& o) const 
   return squash(ctx.caller, ctx.anonymous, *o.opts);
 }
 
+nfsstat3 NfsService::held_open(const CallContext& ctx, const nfs_fh3& fh, Object& o,
+                               std::shared_ptr<const OpenFiles::File>& f, struct stat& st) {
+  f = files_.peek(fh);
+  if (f) o.ex = exports_.by_id(f->export_id);
+  if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
+    ctx.would_block = true;
+    return NFS3ERR_JUKEBOX;
+  }
+  return admit(ctx, Need::read, o);
+}
+
 nfsstat3 NfsService::do_getattr(const CallContext& ctx, const FhArgs& a, GETATTR3res& r) {
   Object o;
   struct stat st {};
   if (!ctx.may_block) {
-    // Inline only for a file held open for READ or WRITE: its inode is in
-    // memory, so fstat cannot wait for the disk, where resolving a handle
-    // could. Anything unusual (an export gone, no links left) is the
-    // worker's to answer, as below.
-    auto f = files_.peek(a.object);
-    if (f) o.ex = exports_.by_id(f->export_id);
-    if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
-      ctx.would_block = true;
-      return NFS3ERR_JUKEBOX;
-    }
-    if (auto s = admit(ctx, Need::read, o); s != NFS3_OK) return s;
-    r.obj_attributes = to_fattr3(st, *o.ex);
-    return NFS3_OK;
+    std::shared_ptr<const OpenFiles::File> f;
+    if (auto s = held_open(ctx, a.object, o, f, st); s != NFS3_OK) return s;
+  } else {
+    if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+    if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   }
-  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
-  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   r.obj_attributes = to_fattr3(st, *o.ex);
   return NFS3_OK;
 }
@@ -202,15 +203,21 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
 
 nfsstat3 NfsService::do_access(const CallContext& ctx, const ACCESS3args& a, ACCESS3res& r) {
   Object o;
-  if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
   struct stat st {};
-  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  std::shared_ptr<const OpenFiles::File> f;
+  if (!ctx.may_block) {
+    if (auto s = held_open(ctx, a.object, o, f, st); s != NFS3_OK) return s;
+  } else {
+    if (auto s = access(ctx, a.object, Need::read, o); s != NFS3_OK) return s;
+    if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  }
+  const int fd = f ? f->path.get() : o.fd.get();
   r.obj_attributes = to_fattr3(st, *o.ex);
   bool dir = S_ISDIR(st.st_mode);
   auto allowed = [&](int mode) {
-    if (::faccessat(o.fd.get(), "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0) return true;
+    if (::faccessat(fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0) return true;
     if (errno != EINVAL) return false;
-    return ::faccessat(AT_FDCWD, ProcPath(o.fd.get()).c_str(), mode, AT_EACCESS) == 0;
+    return ::faccessat(AT_FDCWD, ProcPath(fd).c_str(), mode, AT_EACCESS) == 0;
   };
   std::uint32_t want = a.access, granted = 0;
   if ((want & ACCESS3_READ) && allowed(R_OK)) granted |= ACCESS3_READ;

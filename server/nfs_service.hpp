@@ -46,6 +46,14 @@ class NfsService {
   // then the caller's identity.
   nfs3::nfsstat3 admit(const CallContext& ctx, Need need, Object& o) const;
   Credentials identity(const CallContext& ctx, const Object& o) const;
+  // A call on a transport's thread (CallContext::may_block false) reaches a
+  // file only if it is held open in files_ (its inode is in memory, so
+  // nothing waits for the disk; resolving a handle could): that file, its
+  // export admitted and its attributes in `st`. Anything else (not open,
+  // export gone, no links left) is a worker's: NFS3ERR_JUKEBOX with
+  // ctx.would_block set. The file's O_PATH descriptor is f->path.
+  nfs3::nfsstat3 held_open(const CallContext& ctx, const nfs3::nfs_fh3& fh, Object& o,
+                           std::shared_ptr<const OpenFiles::File>& f, struct stat& st);
 
   // nfs_service.cpp
   nfs3::nfsstat3 do_getattr(const CallContext&, const nfs3::FhArgs&, nfs3::GETATTR3res&);
