@@ -4,9 +4,13 @@
 // 0x80 bit set, the next four bytes give the position and length of an
 // opaque's body placed outside the message (as an RPC-over-RDMA Read chunk
 // carries WRITE data: IncomingCall::placed), cut from the input's end. Any 28-byte
-// run of 0xAA in the input is replaced by the export's root file handle, so
-// seeds (and their mutations) reach past handle checks into every procedure.
+// run of 0xAA in the input is replaced by the export's root file handle, and of
+// 0xBB by the handle of a file in it, so seeds (and their mutations) reach past
+// handle checks into every procedure. Each call is tried on the "transport's
+// thread" first (handle_inline), as RPC-over-RDMA does, and passed to
+// handle() only if it did not run there, which must leave it unanswered.
 // Needs root (file handles, identities); otherwise it does nothing.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 
 #include "lib/base/log.hpp"
 #include "server/dispatcher.hpp"
+#include "server/fs.hpp"
 
 namespace {
 
@@ -33,10 +38,10 @@ class NullChannel final : public rpc::ReplyChannel {
     peer_.len = sizeof *a;
   }
   void send(rpc::ReplyMessage&& reply) override { bytes += reply.bytes.size(); }
-  void drop() override {}
+  void drop() override { ++dropped; }
   void close() override {}
   const rpc::Peer& peer() const override { return peer_; }
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, dropped = 0;
 
  private:
   rpc::Peer peer_;
@@ -49,6 +54,7 @@ struct World {
   PortmapService portmap;
   DuplicateRequestCache drc{256};
   std::unique_ptr<Dispatcher> dispatcher;
+  nfs3::nfs_fh3 file;
 };
 
 World* world = nullptr;
@@ -73,6 +79,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   world->nfs = std::make_unique<NfsService>(world->table, NfsLimits{65536, 65536}, nfs3::verf8{});
   world->mount = std::make_unique<MountService>(world->table);
   world->dispatcher = std::make_unique<Dispatcher>(*world->nfs, *world->mount, &world->portmap, world->drc);
+  int dir = ::open(kExport, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0 || handle_of_child(world->table, *world->table.all()[0], dir, "file", world->file) != nfs3::NFS3_OK) {
+    std::abort();
+  }
+  ::close(dir);
   return 0;
 }
 
@@ -90,16 +101,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     call.placed_at = std::min(position, to - from);
   }
   std::vector<std::uint8_t> m(data + from, data + to);
-  const nfs3::nfs_fh3& root = world->table.all()[0]->root_fh;
-  const std::uint8_t marker[28] = {0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa,
-                                   0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa};
-  for (auto it = m.begin(); (it = std::search(it, m.end(), marker, marker + 28)) != m.end(); it += 28) {
-    std::copy_n(root.data.begin(), std::min<std::size_t>(root.len, 28), it);
+  using Marker = std::pair<std::uint8_t, const nfs3::nfs_fh3*>;
+  for (auto [byte, fh] : {Marker{0xaa, &world->table.all()[0]->root_fh}, Marker{0xbb, &world->file}}) {
+    std::uint8_t marker[28];
+    std::fill_n(marker, 28, byte);
+    for (auto it = m.begin(); (it = std::search(it, m.end(), marker, marker + 28)) != m.end(); it += 28) {
+      std::copy_n(fh->data.begin(), std::min<std::size_t>(fh->len, 28), it);
+    }
   }
   auto channel = std::make_shared<NullChannel>();
   call.message = m;
   call.channel = channel;
-  world->dispatcher->handle(std::move(call));
+  if (!world->dispatcher->handle_inline(call)) {
+    NFSRDMA_CHECK(channel->bytes == 0 && channel->dropped == 0);
+    world->dispatcher->handle(std::move(call));
+  }
   // The call ran as its (squashed) caller on this thread; libFuzzer writes its
   // corpus from this same thread, as root.
   NFSRDMA_CHECK(become_root());
