@@ -59,9 +59,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   double poll_us = 50;
   app.add_option("--poll-us", poll_us,
-                 "Microseconds an RPC-RDMA connection polls after its last activity before it sleeps, while "
-                 "the server has at most one call in flight; 0: never poll")
+                 "Microseconds an RPC-RDMA progress thread polls after its last activity before it sleeps, "
+                 "while the server has at most one call in flight; 0: never poll")
       ->capture_default_str()->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--rdma-threads", cfg.rdma_options.progress_threads,
+                 "RPC-RDMA progress threads, each serving a share of the connections; 0: one per core")
+      ->capture_default_str()->check(CLI::Range(0u, 256u));
   app.add_flag("--no-rdma", no_rdma, "Serve TCP only");
   app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
   app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();

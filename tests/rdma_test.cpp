@@ -213,5 +213,79 @@ TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
   EXPECT_LT(idle, 0.05) << "CPU-seconds taken by an idle server in one second";
 }
 
+class OverRdmaOneLoop : public OverRdma {
+ protected:
+  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--rdma-threads", "1"}; }
+};
+
+// The names of the server's threads (/proc/PID/task/*/comm).
+std::multiset<std::string> thread_names(pid_t pid) {
+  std::multiset<std::string> names;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string name;
+    std::getline(std::ifstream(t.path() / "comm"), name);
+    names.insert(name);
+  }
+  return names;
+}
+
+// Connections share the progress threads: twelve clients calling at once, one
+// of them flooding the server with pipelined calls, all get their replies
+// from the one progress thread, and no connection brings a thread of its own.
+TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
+  const auto before = thread_names(server_->pid());
+  EXPECT_EQ(before.count("rdma-loop-0"), 1u);
+  std::vector<std::unique_ptr<rdma::RdmaClient>> clients;
+  for (int i = 0; i < 12; ++i) {
+    rdma::RdmaClientOptions o;
+    o.provider = test_provider();
+    auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
+    ASSERT_TRUE(c.ok()) << c.error().describe();
+    clients.push_back(std::move(*c));
+  }
+  std::atomic<bool> flooding{true};
+  std::atomic<int> flood_replies{0};
+  std::thread flood([&] {
+    // Up to 64 calls in flight on the first connection until the others are done.
+    auto in_flight = std::make_shared<std::atomic<int>>(0);
+    std::vector<std::uint8_t> msg;
+    while (flooding) {
+      if (*in_flight >= 64) {
+        std::this_thread::yield();
+        continue;
+      }
+      const std::uint32_t xid = rpc::next_xid();
+      msg = make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {});
+      rpc::OutgoingCall call;
+      call.xid = xid;
+      call.message = msg;
+      ++*in_flight;
+      clients[0]->call(call, [in_flight, &flood_replies](Result<std::span<const std::uint8_t>> r) {
+        if (r) ++flood_replies;
+        --*in_flight;
+      });
+    }
+    while (*in_flight > 0) std::this_thread::yield();
+  });
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0};
+  for (std::size_t i = 1; i < clients.size(); ++i) {
+    callers.emplace_back([&, i] {
+      for (int n = 0; n < 100; ++n) {
+        if (rdma_raw(*clients[i], Proc::NULL_, {}, {}).ok()) ++ok;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto during = thread_names(server_->pid());
+  for (auto& t : callers) t.join();
+  flooding = false;
+  flood.join();
+  EXPECT_EQ(ok.load(), 11 * 100);
+  EXPECT_GT(flood_replies.load(), 0);
+  EXPECT_EQ(during, before) << "threads while 13 connections were open";
+  for (auto& c : clients) c->shutdown();
+}
+
 }  // namespace
 }  // namespace nfsrdma::test

@@ -194,14 +194,18 @@ Result<MemoryRegion> Domain::register_memory(void* addr, std::size_t len, bool r
   return m;
 }
 
-Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth) {
+Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth, bool wait_fd) {
   fi_cq_attr cq_attr{};
   // One queue takes every completion: room for a full send and receive
   // queue, so it never overruns (verbs also reserves the receive queue's
   // share of it at bind, and refuses Sends past the rest).
   cq_attr.size = std::max(queue_depth * 4, info->tx_attr->size + info->rx_attr->size);
   cq_attr.format = FI_CQ_FORMAT_MSG;
-  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  // With wait_fd, a descriptor to wait on: the completion channel's on
+  // verbs, an epoll set of the connection's socket on tcp. Without, the
+  // provider's choice for fi_cq_sread (on tcp, poll(2) over a descriptor
+  // array: 0.4 fewer syscalls per call to a client than FI_WAIT_FD's epoll).
+  cq_attr.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_UNSPEC;
   fi_eq_attr eq_attr{};
   eq_attr.wait_obj = FI_WAIT_UNSPEC;
   if (int rc = fi_endpoint(domain_.get(), const_cast<fi_info*>(info), &ep_, nullptr); rc != 0) {
@@ -216,6 +220,9 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth) {
     return fabric_error(rc, "fi_ep_bind(cq, transmit)");
   }
   if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_RECV); rc != 0) return fabric_error(rc, "fi_ep_bind(cq, receive)");
+  if (wait_fd) {
+    if (int rc = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_); rc != 0) return fabric_error(rc, "fi_control(FI_GETWAIT)");
+  }
   if (int rc = fi_enable(ep_); rc != 0) return fabric_error(rc, "fi_enable");
   max_msg_ = info->ep_attr->max_msg_size;
   send_after_write_ = (info->tx_attr->msg_order & FI_ORDER_SAW) != 0;
@@ -238,7 +245,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::connect(Domain& domain, const fi_inf
                                                     std::vector<std::uint8_t>& peer_private, int timeout_ms,
                                                     std::size_t queue_depth, const Prepare& before_connect) {
   std::unique_ptr<Endpoint> ep(new Endpoint(domain));
-  if (auto r = ep->open(info, queue_depth); !r) return r.error();
+  if (auto r = ep->open(info, queue_depth, false); !r) return r.error();
   if (auto r = before_connect(*ep); !r) return r.error();
   if (int rc = fi_connect(ep->ep_, info->dest_addr, private_data.data(), private_data.size()); rc != 0) {
     return fabric_error(rc, "fi_connect");
@@ -258,7 +265,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::accept(Domain& domain, const fi_info
                                                    std::span<const std::uint8_t> private_data, int timeout_ms,
                                                    std::size_t queue_depth, const Prepare& before_accept) {
   std::unique_ptr<Endpoint> ep(new Endpoint(domain));
-  if (auto r = ep->open(request, queue_depth); !r) return r.error();
+  if (auto r = ep->open(request, queue_depth, true); !r) return r.error();
   if (auto r = before_accept(*ep); !r) return r.error();
   if (int rc = fi_accept(ep->ep_, private_data.data(), private_data.size()); rc != 0) {
     return fabric_error(rc, "fi_accept");
@@ -280,6 +287,11 @@ Endpoint::~Endpoint() {
 
 void Endpoint::wake() {
   if (cq_) fi_cq_signal(cq_);
+}
+
+bool Endpoint::try_wait() {
+  fid* f = &cq_->fid;
+  return fi_trywait(domain_.fabric(), &f, 1) == FI_SUCCESS;
 }
 
 void Endpoint::shutdown() {

@@ -161,6 +161,14 @@ class Endpoint {
   void shutdown();
   // Wakes a thread blocked in poll() (thread-safe).
   void wake();
+  // For a thread that waits on many endpoints at once (rdma::ProgressLoop;
+  // accepted endpoints only): a descriptor that becomes readable when the
+  // completion queue may have work, and the check to make before waiting on it. try_wait() is false
+  // when there is work now (poll() instead); true means the queue is armed,
+  // so the descriptor will signal what comes next (fi_trywait). Not
+  // thread-safe: the thread that polls calls them.
+  int wait_fd() const { return wait_fd_; }
+  bool try_wait();
 
   std::size_t max_rma_bytes() const { return max_msg_; }
   // The peer's address (fi_getpeer), for access control above.
@@ -169,7 +177,7 @@ class Endpoint {
 
  private:
   explicit Endpoint(Domain& d) : domain_(d) {}
-  Result<void> open(const fi_info* info, std::size_t queue_depth);
+  Result<void> open(const fi_info* info, std::size_t queue_depth, bool wait_fd);
 
   Domain& domain_;
   fid_ep* ep_ = nullptr;
@@ -177,6 +185,7 @@ class Endpoint {
   fid_eq* eq_ = nullptr;
   std::size_t max_msg_ = 0;
   bool send_after_write_ = false;
+  int wait_fd_ = -1;
   std::string peer_;
   bool gone_ = false;
 };

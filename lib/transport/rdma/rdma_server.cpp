@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "lib/base/log.hpp"
+#include "lib/transport/rdma/progress_loop.hpp"
 #include "lib/transport/rdma/server_connection.hpp"
 
 namespace nfsrdma::rdma {
@@ -20,6 +21,12 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
   s->listener_ = std::move(*l);
   s->port_ = s->listener_->port();
   s->admission_ = std::make_unique<rpc::Admission>("rdma", options.admission);
+  const unsigned loops = options.progress_threads ? options.progress_threads
+                                                  : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < loops; ++i) {
+    s->loops_.push_back(std::make_shared<ProgressLoop>(*s, static_cast<int>(i)));
+    s->loops_.back()->start();
+  }
   s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
   return s;
 }
@@ -42,15 +49,10 @@ void RdmaServer::stop() {
   if (stopping_.exchange(true)) return;
   if (listener_) listener_->wake();
   if (acceptor_.joinable()) acceptor_.join();
-  std::list<std::shared_ptr<ServerConnection>> conns;
-  {
-    std::lock_guard lk(mu_);
-    conns.swap(connections_);
-  }
-  for (auto& c : conns) {
-    c->close();
-    c->join();
-  }
+  // Each loop drains its connections, then ends.
+  for (auto& l : loops_) l->join();
+  std::lock_guard lk(mu_);
+  connections_.clear();
 }
 
 std::size_t RdmaServer::connection_count() {
@@ -62,7 +64,6 @@ void RdmaServer::reap() {
   std::lock_guard lk(mu_);
   for (auto it = connections_.begin(); it != connections_.end();) {
     if ((*it)->finished()) {
-      (*it)->join();
       admission_->remove((*it)->ticket());
       it = connections_.erase(it);
     } else {
@@ -110,7 +111,9 @@ void RdmaServer::accept_loop() {
       admission_->remove(*d.ticket);
       continue;
     }
-    conn->start();
+    auto loop = std::min_element(loops_.begin(), loops_.end(),
+                                 [](const auto& a, const auto& b) { return a->load() < b->load(); });
+    (*loop)->add(conn);
     std::lock_guard lk(mu_);
     connections_.push_back(std::move(conn));
   }

@@ -13,7 +13,8 @@
 //   (ServerConnection::advance, states in server_connection.hpp); a worker's
 //   reply and a payload buffer given back by another thread return to it
 //   through a lock-free inbox, so only that thread touches the connection's
-//   endpoint, queues and requests. A call whose data
+//   endpoint, queues and requests. A progress thread serves a group of
+//   connections (ProgressLoop, one per core). A call whose data
 //   fits small_payload_bytes uses its request's own registered buffer; a
 //   larger one leases a buffer from the device's pool, and running out of
 //   those is a wait (PayloadPool), not an error. On verbs, whose RC
@@ -41,6 +42,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/transport.hpp"
@@ -61,13 +63,16 @@ struct RdmaServerOptions {
   std::size_t small_payload_bytes = 8 * 1024;
   rpc::AdmissionLimits admission;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
-  // While the server has at most one call in flight, a connection polls its
-  // completion queue this long after its last activity before it blocks;
-  // zero: always block.
+  // While the server has at most one call in flight, a progress loop polls
+  // its connections this long after its last activity before it sleeps;
+  // zero: always sleep.
   std::chrono::microseconds poll_time{50};
+  // Progress loops (threads), each moving a share of the connections; 0: one per core.
+  unsigned progress_threads = 0;
 };
 
 class ServerConnection;
+class ProgressLoop;
 
 class RdmaServer {
  public:
@@ -82,6 +87,7 @@ class RdmaServer {
 
  private:
   friend class ServerConnection;
+  friend class ProgressLoop;
   RdmaServer() = default;
   void accept_loop();
   void reap();
@@ -99,7 +105,8 @@ class RdmaServer {
   // ORDER: after listener_, so each pool is deregistered before its domain closes.
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> pollers_{0};  // connections polling now (ServerConnection::polling)
+  std::atomic<int> pollers_{0};  // loops polling now (ProgressLoop::polling)
+  std::vector<std::shared_ptr<ProgressLoop>> loops_;
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
   std::list<std::shared_ptr<ServerConnection>> connections_;

@@ -88,8 +88,6 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
 // goes, which flushes the RMA and frees the request and its payload buffer.
 void ServerConnection::check_rma_deadline() {
   const std::int64_t now = steady_ns();
-  if (now - last_deadline_check_ns_ < 100'000'000) return;
-  last_deadline_check_ns_ = now;
   const std::int64_t limit = std::chrono::nanoseconds(server_.options_.rma_timeout).count();
   for (const auto& r : requests_) {
     if (r.rma_since_ns != 0 && now - r.rma_since_ns > limit && !closing_) {
@@ -101,79 +99,51 @@ void ServerConnection::check_rma_deadline() {
   }
 }
 
-void ServerConnection::progress_loop() {
-  spdlog::debug("rdma: connection from {}", peer_.describe());
+bool ServerConnection::turn(bool timers_due) {
   running_here_ = this;
   fabric::Completion c[32];
-  std::int64_t busy_ns = 0;
-  while (!closing_ && !server_.stopping_) {
-    // ORDER: sleeping_ set, then the inbox read; post() pushes, then reads
-    // sleeping_: a request posted meanwhile is either seen here or wakes us.
-    const bool spin = polling(busy_ns);
-    if (!spin) sleeping_.store(true);
-    auto n = ep_->poll(c, spin || inbox_.load() ? 0 : 200);
-    sleeping_.store(false, std::memory_order_relaxed);
-    if (!n) {
-      spdlog::warn("rdma: completion queue of {} failed: {}", peer_.describe(), n.error().describe());
-      break;
+  auto n = ep_->poll(c, 0);
+  if (!n) {
+    spdlog::warn("rdma: completion queue of {} failed: {}", peer_.describe(), n.error().describe());
+    closing_ = true;
+    running_here_ = nullptr;
+    return false;
+  }
+  if (*n > 0) ticket_->touch();
+  for (std::size_t i = 0; i < *n; ++i) {
+    auto* ctx = reinterpret_cast<Ctx*>(c[i].context);
+    if (!ctx) continue;
+    if (c[i].error) {
+      // Flushed work on a dying connection, or a peer that broke the rules.
+      if (!closing_) NFSRDMA_LOG_LIMITED(info, "rdma: operation for {} failed: {}", peer_.describe(), std::strerror(c[i].error));
+      closing_ = true;
+      if (ctx->kind == CtxKind::send) on_send_done(static_cast<SlotCtx&>(*ctx));
+      continue;
     }
-    if (*n > 0) ticket_->touch();
-    for (std::size_t i = 0; i < *n; ++i) {
-      auto* ctx = reinterpret_cast<Ctx*>(c[i].context);
-      if (!ctx) continue;
-      if (c[i].error) {
-        // Flushed work on a dying connection, or a peer that broke the rules.
-        if (!closing_) NFSRDMA_LOG_LIMITED(info, "rdma: operation for {} failed: {}", peer_.describe(), std::strerror(c[i].error));
-        closing_ = true;
-        if (ctx->kind == CtxKind::send) on_send_done(static_cast<SlotCtx&>(*ctx));
-        continue;
-      }
-      switch (ctx->kind) {
-        case CtxKind::recv: on_recv(static_cast<SlotCtx&>(*ctx), c[i].len); break;
-        case CtxKind::send: on_send_done(static_cast<SlotCtx&>(*ctx)); break;
-        case CtxKind::rma: on_rma_done(static_cast<Request&>(*ctx)); break;
-      }
+    switch (ctx->kind) {
+      case CtxKind::recv: on_recv(static_cast<SlotCtx&>(*ctx), c[i].len); break;
+      case CtxKind::send: on_send_done(static_cast<SlotCtx&>(*ctx)); break;
+      case CtxKind::rma: on_rma_done(static_cast<Request&>(*ctx)); break;
     }
-    const bool posted = take_inbox();
-    if (*n > 0 || posted) busy_ns = steady_ns();
-    // Asked at most every 200 ms when idle: librdmacm allocates on every
-    // rdma_get_cm_event, and wakes by workers would otherwise ask each time.
-    if (*n == 0 && !posted && !spin && steady_ns() - last_gone_check_ns_ >= 200'000'000) {
-      last_gone_check_ns_ = steady_ns();
-      if (ep_->peer_gone()) break;
-    }
+  }
+  const bool active = take_inbox() || *n > 0;
+  if (timers_due) {
+    // Not asked while busy: librdmacm allocates on every rdma_get_cm_event.
+    if (!active && ep_->peer_gone()) closing_ = true;
     check_rma_deadline();
   }
-  if (polls_) server_.pollers_.fetch_sub(1);
+  running_here_ = nullptr;
+  return active;
+}
+
+void ServerConnection::finish() {
+  running_here_ = this;
   closing_ = true;
   ep_->shutdown();
   drain();
   running_here_ = nullptr;
   spdlog::debug("rdma: {} disconnected", peer_.describe());
   finished_ = true;
-}
-
-// Waking a blocked thread costs about what a call takes at queue depth 1, so
-// while the server has at most one call in flight (one client, waiting for
-// each reply; the credits_in_use gauge, over every connection), a connection
-// busy within poll_time polls rather than blocks.
-// With more in flight the threads are kept busy anyway, and a poller would
-// take a core from them (4 connections at depth 8 on 2 cores: 0.87x IOPS).
-bool ServerConnection::polling(std::int64_t busy_ns) {
-  const std::int64_t window = std::chrono::nanoseconds(server_.options_.poll_time).count();
-  const bool want = window > 0 && metrics_.in_use.value() <= 1 &&
-                    steady_ns() - busy_ns < window;
-  if (want == polls_) return polls_;
-  if (!want) {
-    server_.pollers_.fetch_sub(1);
-    return polls_ = false;
-  }
-  static const int cap = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2));
-  if (server_.pollers_.fetch_add(1) >= cap) {
-    server_.pollers_.fetch_sub(1);
-    return false;
-  }
-  return polls_ = true;
 }
 
 void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
@@ -206,9 +176,9 @@ void ServerConnection::post(Request& r) {
   // ORDER: pushed, then exited_ read; the progress thread sets exited_, then
   // empties the inbox (settle): one of the two finds the request.
   if (exited_.load()) return settle();
-  // Only a thread about to block needs waking; onto a non-empty inbox,
-  // whoever pushed first saw to that.
-  if (!head && running_here_ != this && sleeping_.load()) ep_->wake();
+  // Only a loop about to sleep needs waking (wake() looks); onto a
+  // non-empty inbox, whoever pushed first saw to that.
+  if (!head && running_here_ != this) loop_->wake();
 }
 
 bool ServerConnection::take_inbox() {

@@ -1,6 +1,6 @@
 // One RPC-over-RDMA connection of RdmaServer (rdma_server.hpp has the theory
 // of operation): its endpoint, posted receives, send buffers and requests,
-// and the progress thread that moves each request on. Internal to
+// moved on by the progress loop it belongs to (progress_loop.hpp). Internal to
 // lib/transport/rdma.
 #pragma once
 
@@ -17,6 +17,7 @@
 
 #include "lib/base/metrics.hpp"
 #include "lib/rpcrdma/private_data.hpp"
+#include "lib/transport/rdma/progress_loop.hpp"
 #include "lib/transport/rdma/rdma_server.hpp"
 
 namespace nfsrdma::rdma {
@@ -125,7 +126,6 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
     metrics_.granted.add(s.options_.credits);
   }
   ~ServerConnection() {
-    join();
     // Requests a dying connection never finished are freed with it.
     metrics_.in_use.add(-static_cast<std::int64_t>(requests_.size() - free_requests_.size()));
     metrics_.connections.add(-1);
@@ -133,15 +133,12 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   }
 
   Result<void> setup(const fabric::ConnectRequest& req);
-  void start() { progress_ = std::thread([self = shared_from_this()] { self->progress_loop(); }); }
+  // Thread-safe: its progress loop ends it.
   void close() {
     closing_ = true;
-    if (ep_) ep_->wake();
+    if (loop_) loop_->wake();
   }
   bool finished() const { return finished_; }
-  void join() {
-    if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
-  }
 
   // From the handler, on any thread: the request goes back to the progress
   // thread (at once when the handler ran there, else through the inbox).
@@ -151,7 +148,14 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
  private:
-  void progress_loop();
+  friend class ProgressLoop;
+  // Its loop's thread: reaps one batch of completions and moves on what they
+  // and the inbox bring; true if there was any. `timers_due`: also checks
+  // whether the peer is gone and the RMA deadlines.
+  bool turn(bool timers_due);
+  bool ended() const { return closing_ || server_.stopping_; }
+  bool has_inbox() const { return inbox_.load(std::memory_order_relaxed) != nullptr; }
+  void finish();  // the loop's last act for it
   void on_recv(SlotCtx& ctx, std::size_t len);
   void on_rma_done(Request& r);
   // Moves `r` on until it waits (see State) or ends. Progress thread only.
@@ -177,7 +181,6 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void repost_recv(std::size_t slot);
   void repost_recv(Request& r);
   void check_rma_deadline();
-  std::int64_t last_deadline_check_ns_ = 0, last_gone_check_ns_ = 0;
   void release(Request& r);
   Request* take_request();
   void fail(Request& r, const char* why);    // ERR_CHUNK, and the request ends
@@ -188,13 +191,13 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // whole. A request is in it at most once: it waits for one thing at a time.
   void post(Request& r);
   bool take_inbox();  // false: it was empty
-  void settle();  // after the progress thread ended: requests posted end here
+  void settle();  // after its loop finished it: requests posted end here
   std::atomic<Request*> inbox_{nullptr};
   std::atomic<bool> exited_{false};
-  std::atomic<bool> sleeping_{false};  // the progress thread may block in poll()
-  bool polling(std::int64_t busy_ns);  // whether to poll rather than block now
-  bool polls_ = false;                 // holds one of RdmaServer::pollers_
-  static thread_local const ServerConnection* running_here_;
+  static thread_local const ServerConnection* running_here_;  // the one its loop is turning
+  std::shared_ptr<ProgressLoop> loop_;  // set before the first turn
+  bool hot_ = false;    // its loop's: has work, turn it again
+  bool armed_ = false;  // its loop's: try_wait succeeded since its last turn
 
   // Gives `r` a payload buffer of at least `bytes`: true when it has one;
   // false when it must wait for one, which comes through the inbox.
@@ -230,7 +233,6 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::size_t leases_ = 0;  // payload buffers held or asked of the pool
   std::deque<std::size_t> parked_;  // requests whose lease waits past the cap
   std::atomic<bool> closing_{false}, finished_{false};
-  std::thread progress_;
 };
 
 }  // namespace nfsrdma::rdma
