@@ -54,8 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--server", server, "host:/export")->required();
   app.add_option("--proto", proto, "rdma or tcp")->check(CLI::IsMember({"rdma", "tcp"}))->capture_default_str();
   app.add_option("--op", op,
-                 "read, write, null (NULL calls: the RPC round trip alone), getattr or access (of a file in use)")
-      ->check(CLI::IsMember({"read", "write", "null", "getattr", "access"}))->capture_default_str();
+                 "read, write, null (NULL calls: the RPC round trip alone), getattr or access (of a file in use), "
+                 "lookup (of the file's name in the export)")
+      ->check(CLI::IsMember({"read", "write", "null", "getattr", "access", "lookup"}))->capture_default_str();
   app.add_option("--bs", bs_text, "Block size (e.g. 64K, 1M)")->capture_default_str();
   app.add_option("--depth", depth, "Calls in flight")->capture_default_str()->check(CLI::Range(1, 128));
   app.add_option("--seconds", seconds, "Duration")->capture_default_str();
@@ -156,6 +157,10 @@ int main(int argc, char** argv) {
       nfs.call<Void>(Proc::NULL_, Void{}, [finish](Result<Void> r) { finish(r.ok()); });
     } else if (op == "getattr") {
       nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [finish](Result<GETATTR3res> r) {
+        finish(r && r->status == NFS3_OK);
+      });
+    } else if (op == "lookup") {
+      nfs.call<LOOKUP3res>(Proc::LOOKUP, diropargs3{nfs.root(), file}, [finish](Result<LOOKUP3res> r) {
         finish(r && r->status == NFS3_OK);
       });
     } else if (op == "access") {

@@ -97,7 +97,10 @@ bool Dispatcher::handle_inline(rpc::IncomingCall& call) {
   if (!h || h->prog != nfs3::kProgram) return false;
   auto proc = static_cast<nfs3::Proc>(h->proc);
   using P = nfs3::Proc;
-  if (proc != P::NULL_ && proc != P::GETATTR && proc != P::ACCESS && proc != P::READ && proc != P::WRITE) return false;
+  if (proc != P::NULL_ && proc != P::GETATTR && proc != P::ACCESS && proc != P::LOOKUP && proc != P::READ &&
+      proc != P::WRITE) {
+    return false;
+  }
   bool ran = run(call, false);
   (ran ? inline_ran_ : inline_passed_).inc();
   return ran;

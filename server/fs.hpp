@@ -62,6 +62,12 @@ nfs3::nfsstat3 check_name(const std::string& name);
 // Looks `name` up in directory `dir` without following symlinks; "." and ".."
 // resolve inside the export (".." of the root is the root).
 nfs3::nfsstat3 lookup_child(const Object& dir, const std::string& name, Fd& out);
+// The same in the directory `dirfd` of `ex`, whose attributes are `dir_st`.
+// `cached_only`: from the kernel's dentry cache alone (openat2
+// RESOLVE_CACHED), so nothing waits for the disk; NFS3ERR_JUKEBOX when the
+// name is not there (or the kernel is older than 5.12).
+nfs3::nfsstat3 lookup_child(const Export& ex, int dirfd, const struct stat& dir_st, const std::string& name,
+                            Fd& out, bool cached_only);
 
 bool is_export_root(const Export& ex, const struct stat& st);
 

@@ -1,5 +1,6 @@
 // Calls run on a transport's own thread (Dispatcher::handle_inline): which
-// WRITEs run there and which are passed to a worker untouched, to run there.
+// WRITEs, GETATTRs, ACCESSes and LOOKUPs run there and which are passed to a
+// worker untouched, to run there.
 // Needs root (file handles); skips otherwise.
 #include <fcntl.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ class Inline : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     std::ofstream(dir_ + "/file") << std::string(3 * 4096, 'x');
+    std::filesystem::create_directory(dir_ + "/sub");
     auto e = parse_export_line(dir_ + " 127.0.0.1(rw,insecure,sync,no_root_squash)");
     ASSERT_TRUE(e && table_.replace({*e}));
     nfs_ = std::make_unique<NfsService>(table_, NfsLimits{1 << 20, 1 << 20}, verf8{});
@@ -60,7 +62,8 @@ class Inline : public ::testing::Test {
     diropargs3 l{table_.all()[0]->root_fh, "file"};
     auto found = run<LOOKUP3res>(Proc::LOOKUP, l);
     ASSERT_EQ(found.status, NFS3_OK);
-    file_ = found.object;
+    file_ = found.object;  // and the worker's LOOKUP kept the export's root open
+    sub_ = run<LOOKUP3res>(Proc::LOOKUP, diropargs3{table_.all()[0]->root_fh, "sub"}).object;
   }
   void TearDown() override {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
@@ -151,7 +154,7 @@ class Inline : public ::testing::Test {
   std::unique_ptr<NfsService> nfs_;
   std::unique_ptr<MountService> mount_;
   std::unique_ptr<Dispatcher> dispatcher_;
-  nfs_fh3 file_;
+  nfs_fh3 file_, sub_;
   std::uint32_t xid_ = 0;
   std::vector<std::uint8_t> data_;
 };
@@ -178,8 +181,8 @@ TEST_F(Inline, WritesThatWaitForTheDiskGoToAWorker) {
 TEST_F(Inline, AWriteOverTheInlineSizeIsPassedOnBeforeItsFileIsLookedUp) {
   ASSERT_FALSE(try_write(0, 4096));
   metrics::Counter& hits = metrics::registry().counter(
-      "nfsrdma_server_open_file_lookups_total", "READ, WRITE and COMMIT calls by whether their file was open",
-      {{"result", "hit"}});
+      "nfsrdma_server_open_file_lookups_total",
+      "READ, WRITE, COMMIT and LOOKUP calls by whether their file or directory was open", {{"result", "hit"}});
   data_.assign(64 * 1024 + 4096, 'w');
   WRITE3args a{file_, 0, static_cast<std::uint32_t>(data_.size()), stable_how::UNSTABLE, data_};
   auto m = encode(Proc::WRITE, a);
@@ -199,7 +202,8 @@ TEST_F(Inline, GetattrAndAccessRunInlineOnlyForAFileKeptOpen) {
     return std::pair{ran, r.obj_attributes.size};
   };
   EXPECT_FALSE(getattr(file_).first) << "a file not open: resolving its handle may read the disk";
-  EXPECT_FALSE(getattr(table_.all()[0]->root_fh).first) << "a directory";
+  EXPECT_FALSE(getattr(sub_).first) << "a directory no LOOKUP was made in";
+  EXPECT_TRUE(getattr(table_.all()[0]->root_fh).first) << "the directory LOOKUP kept open";
   ASSERT_FALSE(try_write(4096, 4096));  // the worker opens the file
   std::ofstream(dir_ + "/file", std::ios::app) << "grown";
   auto [ran, size] = getattr(file_);
@@ -212,6 +216,37 @@ TEST_F(Inline, GetattrAndAccessRunInlineOnlyForAFileKeptOpen) {
   EXPECT_EQ(acc.access, ACCESS3_READ) << "checked now: no execute bit, so not even root may execute it";
   std::filesystem::remove(dir_ + "/file");
   EXPECT_FALSE(getattr(file_).first) << "no name left: the worker answers (stale)";
+}
+
+TEST_F(Inline, LookupRunsInlineInADirectoryKeptOpenForANameTheKernelHasCached) {
+  const nfs_fh3& root = table_.all()[0]->root_fh;
+  auto lookup = [&](const nfs_fh3& dir, const std::string& name) {
+    return try_inline<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir, name});
+  };
+  auto [ran, found] = lookup(root, "file");
+  EXPECT_TRUE(ran) << "the root is kept open, and its entry 'file' cached";
+  ASSERT_EQ(found.status, NFS3_OK);
+  EXPECT_EQ(found.object, file_);
+  ASSERT_TRUE(found.obj_attributes && found.dir_attributes);
+  EXPECT_EQ(found.obj_attributes->size, 3 * 4096u);
+  EXPECT_EQ(found.dir_attributes->type, NF3DIR);
+  EXPECT_EQ(lookup(root, "..").second.object, root) << "'..' of the export's root is the root";
+  run<LOOKUP3res>(Proc::LOOKUP, diropargs3{root, "missing"});  // now the kernel knows it is not there
+  auto [missing_ran, missing] = lookup(root, "missing");
+  EXPECT_TRUE(missing_ran);
+  EXPECT_EQ(missing.status, NFS3ERR_NOENT);
+  EXPECT_EQ(lookup(root, "a/b").second.status, NFS3ERR_ACCES);
+  EXPECT_EQ(lookup(file_, "x").second.status, NFS3ERR_NOTDIR);
+
+  std::ofstream(dir_ + "/sub/inner") << "i";
+  auto [sub_ran, inner] = lookup(sub_, "inner");
+  EXPECT_FALSE(sub_ran) << "'sub' was not open: resolving its handle may read the disk";
+  EXPECT_EQ(inner.status, NFS3_OK);
+  EXPECT_TRUE(lookup(sub_, "inner").first) << "the worker's LOOKUP kept it open";
+  std::filesystem::remove_all(dir_ + "/sub");
+  auto [gone_ran, gone] = lookup(sub_, "inner");
+  EXPECT_FALSE(gone_ran) << "a directory removed: the worker answers";
+  EXPECT_EQ(gone.status, NFS3ERR_STALE);
 }
 
 TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {

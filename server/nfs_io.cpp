@@ -45,7 +45,8 @@ using namespace nfs3;
 nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool write, Object& o,
                              std::shared_ptr<const OpenFiles::File>& f, struct stat& st) {
   const Need need = write ? Need::modify : Need::read;
-  if ((f = files_.get(fh, write))) {
+  const auto use = write ? OpenFiles::Use::write : OpenFiles::Use::read;
+  if ((f = files_.get(fh, use))) {
     o.ex = exports_.by_id(f->export_id);
     if (!o.ex) {
       files_.forget(fh);
@@ -72,7 +73,7 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     if (!io.valid()) return errno_to_nfsstat3(err);
     o.ex = path.ex;
     o.opts = path.opts;
-    f = files_.put(fh, write, {path.ex->id, std::move(path.fd), std::move(io)});
+    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io)});
   }
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
@@ -253,7 +254,7 @@ nfsstat3 NfsService::do_commit(const CallContext& ctx, const COMMIT3args& a, COM
     // Flushing needs no permission of the caller: it changes nothing they
     // could not. The writers' descriptor if it is open, else one opened as root.
     int rc, err;
-    if (auto f = files_.get(a.file, true)) {
+    if (auto f = files_.get(a.file, OpenFiles::Use::write)) {
       rc = ::fsync(f->io.get());
       err = errno;
     } else {

@@ -141,8 +141,8 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
   nfsstat3 s = check_name(a.name);
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
-  nfs_fh3 victim;  // an open file removed is closed now, not when the cache lets it go
-  bool known = s == NFS3_OK && !dir_wanted && files_.size() > 0 &&
+  nfs_fh3 victim;  // an open file or directory removed is closed now, not when the cache lets it go
+  bool known = s == NFS3_OK && files_.size() > 0 &&
                handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
   if (s == NFS3_OK && ::unlinkat(dir.fd.get(), a.name.c_str(), dir_wanted ? AT_REMOVEDIR : 0) != 0) {
     s = errno_to_nfsstat3(errno);

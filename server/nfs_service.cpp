@@ -107,8 +107,9 @@ Credentials NfsService::identity(const CallContext& ctx, const Object& o) const 
 }
 
 nfsstat3 NfsService::held_open(const CallContext& ctx, const nfs_fh3& fh, Object& o,
-                               std::shared_ptr<const OpenFiles::File>& f, struct stat& st) {
-  f = files_.peek(fh);
+                               std::shared_ptr<const OpenFiles::File>& f, struct stat& st,
+                               std::optional<OpenFiles::Use> use) {
+  f = use ? files_.get(fh, *use) : files_.peek(fh);
   if (f) o.ex = exports_.by_id(f->export_id);
   if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
     ctx.would_block = true;
@@ -192,10 +193,36 @@ nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, W
 
 nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOKUP3res& r) {
   Object dir;
-  if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
-  r.dir_attributes = post_op(dir);
+  struct stat st {};
+  std::shared_ptr<const OpenFiles::File> held;
+  int dirfd = -1;
+  if (!ctx.may_block) {
+    // On a transport's thread: a directory held open, and a name the kernel
+    // has cached (lookup_child's cached_only), so nothing waits for the disk.
+    if (auto s = held_open(ctx, a.dir, dir, held, st, OpenFiles::Use::dir); s != NFS3_OK) return s;
+    dirfd = held->path.get();
+  } else {
+    if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
+    if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+    if (st.st_nlink == 0) {
+      // Removed, and found only because files_ holds it: stale, as it would be without.
+      files_.forget(a.dir);
+      return NFS3ERR_STALE;
+    }
+    dirfd = dir.fd.get();
+    // Kept for the LOOKUPs that follow in it (a client walking a tree).
+    if (S_ISDIR(st.st_mode) && !files_.peek(a.dir)) {
+      if (Fd kept(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0)); kept.valid()) {
+        files_.put(a.dir, OpenFiles::Use::dir, {dir.ex->id, std::move(kept), {}});
+      }
+    }
+  }
+  r.dir_attributes = to_fattr3(st, *dir.ex);
   Object child{dir.ex, dir.opts, {}};
-  if (auto s = lookup_child(dir, a.name, child.fd); s != NFS3_OK) return s;
+  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, child.fd, !ctx.may_block); s != NFS3_OK) {
+    if (s == NFS3ERR_JUKEBOX && !ctx.may_block) ctx.would_block = true;
+    return s;
+  }
   if (auto s = handle_of(exports_, *dir.ex, child.fd.get(), r.object); s != NFS3_OK) return s;
   r.obj_attributes = post_op(child);
   return NFS3_OK;

@@ -8,10 +8,12 @@
 // `secure` (NFS3ERR_PERM) and read-only exports (NFS3ERR_ROFS), then switches the
 // thread to the caller's squashed identity for the rest of the call. READ,
 // WRITE and COMMIT find their file in an open-file cache instead when it is
-// there (io_file), and make the same checks without opening the handle.
+// there (io_file), and make the same checks without opening the handle; so
+// does LOOKUP over RDMA, for its directory (do_lookup).
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 #include "lib/nfs3/nfs3_procs.hpp"
 #include "lib/rpc/rpc.hpp"
@@ -47,13 +49,16 @@ class NfsService {
   nfs3::nfsstat3 admit(const CallContext& ctx, Need need, Object& o) const;
   Credentials identity(const CallContext& ctx, const Object& o) const;
   // A call on a transport's thread (CallContext::may_block false) reaches a
-  // file only if it is held open in files_ (its inode is in memory, so
-  // nothing waits for the disk; resolving a handle could): that file, its
-  // export admitted and its attributes in `st`. Anything else (not open,
-  // export gone, no links left) is a worker's: NFS3ERR_JUKEBOX with
-  // ctx.would_block set. The file's O_PATH descriptor is f->path.
+  // file or directory only if it is held open in files_ (its inode is in
+  // memory, so nothing waits for the disk; resolving a handle could): that
+  // object, its export admitted and its attributes in `st`. Anything else
+  // (not open, export gone, no links left) is a worker's: NFS3ERR_JUKEBOX
+  // with ctx.would_block set. Its O_PATH descriptor is f->path. With `use`,
+  // only the entry kept for it, which this keeps open longer; without, any
+  // entry, left as it is.
   nfs3::nfsstat3 held_open(const CallContext& ctx, const nfs3::nfs_fh3& fh, Object& o,
-                           std::shared_ptr<const OpenFiles::File>& f, struct stat& st);
+                           std::shared_ptr<const OpenFiles::File>& f, struct stat& st,
+                           std::optional<OpenFiles::Use> use = std::nullopt);
 
   // nfs_service.cpp
   nfs3::nfsstat3 do_getattr(const CallContext&, const nfs3::FhArgs&, nfs3::GETATTR3res&);

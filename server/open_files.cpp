@@ -10,24 +10,28 @@ namespace nfsrdma::server {
 namespace {
 metrics::Gauge& open_gauge() {
   static metrics::Gauge& g = metrics::registry().gauge("nfsrdma_server_open_files",
-                                                       "Descriptors kept open for READ, WRITE and COMMIT");
+                                                       "Descriptors kept open for READ, WRITE, COMMIT and LOOKUP");
   return g;
 }
 metrics::Counter& lookups(bool hit) {
   static metrics::Counter& hits = metrics::registry().counter(
-      "nfsrdma_server_open_file_lookups_total", "READ, WRITE and COMMIT calls by whether their file was open",
+      "nfsrdma_server_open_file_lookups_total", "READ, WRITE, COMMIT and LOOKUP calls by whether their file or directory was open",
       {{"result", "hit"}});
   static metrics::Counter& misses = metrics::registry().counter(
-      "nfsrdma_server_open_file_lookups_total", "READ, WRITE and COMMIT calls by whether their file was open",
+      "nfsrdma_server_open_file_lookups_total", "READ, WRITE, COMMIT and LOOKUP calls by whether their file or directory was open",
       {{"result", "miss"}});
   return hit ? hits : misses;
 }
 }  // namespace
 
-OpenFiles::Key::Key(const nfs3::nfs_fh3& fh, bool write) : len_(std::min<std::size_t>(fh.len, nfs3::kFhSize) + 1) {
+OpenFiles::Key::Key(const nfs3::nfs_fh3& fh, Use use) : len_(std::min<std::size_t>(fh.len, nfs3::kFhSize) + 1) {
   std::memcpy(buf_, fh.data.data(), len_ - 1);
-  buf_[len_ - 1] = write ? 'w' : 'r';
+  buf_[len_ - 1] = static_cast<char>(use);
 }
+
+namespace {
+constexpr OpenFiles::Use kUses[] = {OpenFiles::Use::read, OpenFiles::Use::write, OpenFiles::Use::dir};
+}  // namespace
 
 OpenFiles::OpenFiles(std::size_t capacity, std::chrono::milliseconds idle)
     : capacity_(std::max<std::size_t>(capacity, 1)), idle_(idle) {
@@ -39,8 +43,8 @@ OpenFiles::~OpenFiles() {
   open_gauge().add(-static_cast<std::int64_t>(entries_.size()));
 }
 
-std::shared_ptr<const OpenFiles::File> OpenFiles::get(const nfs3::nfs_fh3& fh, bool write) {
-  Key key(fh, write);
+std::shared_ptr<const OpenFiles::File> OpenFiles::get(const nfs3::nfs_fh3& fh, Use use) {
+  Key key(fh, use);
   std::lock_guard lk(mu_);
   auto it = entries_.find(key.view());
   lookups(it != entries_.end()).inc();
@@ -51,16 +55,15 @@ std::shared_ptr<const OpenFiles::File> OpenFiles::get(const nfs3::nfs_fh3& fh, b
 }
 
 std::shared_ptr<const OpenFiles::File> OpenFiles::peek(const nfs3::nfs_fh3& fh) {
-  Key read(fh, false), write(fh, true);
   std::lock_guard lk(mu_);
-  for (const Key* k : {&read, &write}) {
-    if (auto it = entries_.find(k->view()); it != entries_.end()) return it->second.file;
+  for (Use use : kUses) {
+    if (auto it = entries_.find(Key(fh, use).view()); it != entries_.end()) return it->second.file;
   }
   return nullptr;
 }
 
-std::shared_ptr<const OpenFiles::File> OpenFiles::put(const nfs3::nfs_fh3& fh, bool write, File f) {
-  Key key(fh, write);
+std::shared_ptr<const OpenFiles::File> OpenFiles::put(const nfs3::nfs_fh3& fh, Use use, File f) {
+  Key key(fh, use);
   auto file = std::make_shared<const File>(std::move(f));
   std::vector<std::shared_ptr<const File>> closing;  // closed after the lock is released
   std::lock_guard lk(mu_);
@@ -75,8 +78,8 @@ std::shared_ptr<const OpenFiles::File> OpenFiles::put(const nfs3::nfs_fh3& fh, b
 void OpenFiles::forget(const nfs3::nfs_fh3& fh) {
   std::vector<std::shared_ptr<const File>> closing;
   std::lock_guard lk(mu_);
-  for (bool write : {false, true}) {
-    if (auto it = entries_.find(Key(fh, write).view()); it != entries_.end()) drop(it, closing);
+  for (Use use : kUses) {
+    if (auto it = entries_.find(Key(fh, use).view()); it != entries_.end()) drop(it, closing);
   }
 }
 

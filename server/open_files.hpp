@@ -1,9 +1,12 @@
-// Descriptors open for READ, WRITE and COMMIT, kept between calls (nfsd's
-// open-file cache): a call that finds its file here neither resolves its
-// handle nor reopens the file, so a cached READ is fstat, faccessat2 and pread.
+// Descriptors open for READ, WRITE and COMMIT, and directories LOOKUP looked
+// in, kept between calls (nfsd's open-file cache): a call that finds its file
+// here neither resolves its handle nor reopens the file, so a cached READ is
+// fstat, faccessat2 and pread, and its inode is in memory (calls over RDMA
+// run on the connection's thread only then).
 //
-// An entry holds the file's O_PATH descriptor and one opened by root, for
-// reading or for writing (two entries when a file is both read and written).
+// An entry holds the object's O_PATH descriptor and, for a file, one opened
+// by root for reading or for writing (two entries when a file is both read
+// and written); a directory's entry has only the first.
 // Permission stays the caller's, checked on every call (NfsService::io_file).
 // Bounded: at most `capacity` entries, the least recently used closed first,
 // and a reaper thread closes what was unused for `idle`, so that a file removed
@@ -32,22 +35,24 @@ class OpenFiles {
   struct File {
     std::uint32_t export_id = 0;
     tcp::Fd path;  // O_PATH
-    tcp::Fd io;    // O_RDONLY or O_WRONLY, opened as root
+    tcp::Fd io;    // O_RDONLY or O_WRONLY, opened as root; none for a directory
   };
+  // What an entry is kept for (the last byte of its key).
+  enum class Use : char { read = 'r', write = 'w', dir = 'd' };
 
   OpenFiles(std::size_t capacity, std::chrono::milliseconds idle);
   ~OpenFiles();
   OpenFiles(const OpenFiles&) = delete;
   OpenFiles& operator=(const OpenFiles&) = delete;
 
-  // The entry for `fh` open for writing (or reading), or null.
-  std::shared_ptr<const File> get(const nfs3::nfs_fh3& fh, bool write);
-  // Either entry for `fh`, or null, as it is: neither counted as a lookup
+  // The entry for `fh` kept for `use`, or null.
+  std::shared_ptr<const File> get(const nfs3::nfs_fh3& fh, Use use);
+  // Any entry for `fh`, or null, as it is: neither counted as a lookup
   // nor kept open longer (a GETATTR run on a transport's thread).
   std::shared_ptr<const File> peek(const nfs3::nfs_fh3& fh);
   // Keeps `f` as the entry for `fh` (replacing one another call added first).
-  std::shared_ptr<const File> put(const nfs3::nfs_fh3& fh, bool write, File f);
-  // Closes both entries for `fh`, once the calls using them are done.
+  std::shared_ptr<const File> put(const nfs3::nfs_fh3& fh, Use use, File f);
+  // Closes every entry for `fh`, once the calls using them are done.
   void forget(const nfs3::nfs_fh3& fh);
   std::size_t size();
 
@@ -62,10 +67,10 @@ class OpenFiles {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  // The map key: the handle's bytes and 'w' or 'r', built without allocating.
+  // The map key: the handle's bytes and the Use, built without allocating.
   class Key {
    public:
-    Key(const nfs3::nfs_fh3& fh, bool write);
+    Key(const nfs3::nfs_fh3& fh, Use use);
     std::string_view view() const { return {buf_, len_}; }
 
    private:
