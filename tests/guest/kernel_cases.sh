@@ -130,7 +130,7 @@ bench_tools() {  # fabric_bench (raw RMA) and nfs_bench (NFS through client/core
   [ $rc = 0 ] && grep -q "RMA Read bandwidth" /tmp/fabric.txt || die "fabric_bench on verbs failed"
   echo "figure: fabric_bench $(grep -E 'RMA (Read|Write) bandwidth +1 MiB' /tmp/fabric.txt | tr -s ' ' | tr '\n' ';')"
   local op
-  for op in write read null getattr access; do
+  for op in write read null getattr access lookup; do
     timeout 120 "$BUILD/bench/nfs_bench" --server "$SERVER_IP:/srv/ours" --proto rdma --provider verbs --port $RPORT \
       --mount-port $MPORT --op $op --bs 256K --depth 8 --seconds 1 --region-mib 16 --zero-copy >/tmp/nfs_$op.txt ||
       die "nfs_bench $op on verbs failed: $(cat /tmp/nfs_$op.txt)"
