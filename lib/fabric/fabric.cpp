@@ -73,7 +73,12 @@ Result<Info> get_info_sized(const std::string& provider, const std::string& node
   hints->caps = FI_MSG | FI_RMA;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = static_cast<int>(kMrMode);
-  hints->domain_attr->threading = FI_THREAD_SAFE;
+  // A listener's connections are each used by one thread at a time (the
+  // acceptor until it hands one to a progress loop, then that loop alone),
+  // their endpoint and completion queue together: FI_THREAD_COMPLETION,
+  // under which the provider leaves out the queues' locks. A client's queue
+  // is posted to by callers while its progress thread reads it.
+  hints->domain_attr->threading = passive ? FI_THREAD_COMPLETION : FI_THREAD_SAFE;
   hints->fabric_attr->prov_name = ::strdup(provider.c_str());
   fi_info* out = nullptr;
   int rc = fi_getinfo(kApiVersion, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),

@@ -56,6 +56,9 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
     server_saw_private = (*req)->private_data;
     auto domain = (*listener)->domain_for(**req);
     ASSERT_TRUE(domain.ok()) << domain.error().describe();
+    // Each accepted connection is used by one thread at a time (rdma::ProgressLoop).
+    EXPECT_EQ((*domain)->info()->domain_attr->threading, FI_THREAD_COMPLETION);
+    EXPECT_EQ((*req)->info->domain_attr->threading, FI_THREAD_COMPLETION);
     auto tmr = (*domain)->register_memory(target.data(), target.size(), true);
     ASSERT_TRUE(tmr.ok()) << tmr.error().describe();
     target_mr = std::move(*tmr);
