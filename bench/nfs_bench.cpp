@@ -200,10 +200,13 @@ int main(int argc, char** argv) {
                            {"mean_latency_us", std::round(lat * 10) / 10},
                            {"client_cpu_s_per_gib", std::round(cpu_per_gib * 1000) / 1000}, {"errors", errors}};
     std::printf("%s\n", out.dump().c_str());
-  } else {
+  } else if (op == "read" || op == "write") {
     std::printf("%s %s bs=%s depth=%zu%s: %.0f MiB/s, %.0f IOPS, mean latency %.0f us, client CPU %.2f s/GiB%s\n",
                 proto.c_str(), op.c_str(), bs_text.c_str(), depth, zero_copy ? " zero-copy" : "", mibs, iops, lat,
                 cpu_per_gib, errors ? ", ERRORS" : "");
+  } else {  // calls that move no file data
+    std::printf("%s %s depth=%zu: %.0f calls/s, mean latency %.0f us%s\n", proto.c_str(), op.c_str(), depth, iops,
+                lat, errors ? ", ERRORS" : "");
   }
   return errors ? 1 : 0;
 }
