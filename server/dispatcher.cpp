@@ -36,7 +36,7 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 }  // namespace
 
-constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
+constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
 
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
     : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc),

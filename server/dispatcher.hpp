@@ -23,8 +23,9 @@ class Dispatcher {
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
   // On a transport's own thread: runs `call` to completion and returns true
-  // when it cannot block (NULL; GETATTR and ACCESS of a file kept open
-  // (NfsService::held_open); READ of a file kept open whose data is in the
+  // when it cannot block (NULL; GETATTR and ACCESS of a file or directory
+  // kept open (NfsService::held_open); LOOKUP in a directory kept open of a
+  // name the kernel has cached; READ of a file kept open whose data is in the
   // page cache; a small WRITE to a file kept open, NfsService::may_write_inline).
   // Otherwise returns false with nothing sent and `call` as it was, for
   // handle() on a worker.

@@ -163,10 +163,10 @@ class Endpoint {
   void wake();
   // For a thread that waits on many endpoints at once (rdma::ProgressLoop;
   // accepted endpoints only): a descriptor that becomes readable when the
-  // completion queue may have work, and the check to make before waiting on it. try_wait() is false
-  // when there is work now (poll() instead); true means the queue is armed,
-  // so the descriptor will signal what comes next (fi_trywait). Not
-  // thread-safe: the thread that polls calls them.
+  // completion queue may have work, and the check to make before waiting on
+  // it. try_wait() is false when there is work now (poll() instead); true
+  // means the queue is armed, so the descriptor will signal what comes next
+  // (fi_trywait). Not thread-safe: the thread that polls calls them.
   int wait_fd() const { return wait_fd_; }
   bool try_wait();
 

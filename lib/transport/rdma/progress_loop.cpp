@@ -103,10 +103,8 @@ void ProgressLoop::run() {
     const std::int64_t now = steady_ns();
     const bool timers_due = stopping || now - timers_ns >= kTimersNs;
     if (timers_due) timers_ns = now;
-    turn_all(timers_due);
+    const bool hot = turn_all(timers_due);
     if (stopping && conns_.empty() && !has_added_.load()) break;
-    bool hot = false;
-    for (const auto& c : conns_) hot = hot || c->hot_;
     if (hot) {
       busy_ns = steady_ns();
       continue;
@@ -120,7 +118,8 @@ void ProgressLoop::run() {
   if (polls_) server_.pollers_.fetch_sub(1);
 }
 
-void ProgressLoop::turn_all(bool timers_due) {
+bool ProgressLoop::turn_all(bool timers_due) {
+  bool hot = false;
   for (std::size_t i = 0; i < conns_.size();) {
     ServerConnection& c = *conns_[i];
     if (c.hot_ || timers_due || c.has_inbox()) {
@@ -128,6 +127,7 @@ void ProgressLoop::turn_all(bool timers_due) {
       c.hot_ = c.turn(timers_due);
     }
     if (!c.ended()) {
+      hot = hot || c.hot_;
       ++i;
       continue;
     }
@@ -137,6 +137,7 @@ void ProgressLoop::turn_all(bool timers_due) {
     conns_.pop_back();
     load_.fetch_sub(1, std::memory_order_relaxed);
   }
+  return hot;
 }
 
 // ORDER: sleeping_ set, then every inbox read; post() pushes, then reads

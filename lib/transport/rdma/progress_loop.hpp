@@ -49,7 +49,7 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
  private:
   void run();
   void take_added();
-  void turn_all(bool timers_due);
+  bool turn_all(bool timers_due);  // true: a connection still has work
   bool arm();  // false: a connection had work after all
   void sleep();
   bool polling(std::int64_t busy_ns);
