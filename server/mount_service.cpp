@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 #include "lib/base/log.hpp"
 
 namespace nfsrdma::server {
@@ -9,6 +11,9 @@ namespace nfsrdma::server {
 using namespace mount3;
 
 namespace {
+
+// A DUMP reply's list is cut to this: room for a thousand long paths.
+constexpr std::size_t kDumpReplyBytes = 1u << 20;
 
 std::string host_of(const rpc::Peer& p) {
   std::string s = p.describe();
@@ -27,18 +32,11 @@ mountstat3 to_mountstat(nfs3::nfsstat3 s) {
   }
 }
 
-}  // namespace
-
-MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
-  MNT3res r;
-  if (path.empty() || path[0] != '/') {
-    r.status = MNT3ERR_NOENT;
-    return r;
-  }
-  // The export that is the longest prefix of `path`; the rest is walked inside it.
+// The export that is the longest prefix of `path`, and the rest of it.
+std::pair<const Export*, std::string_view> export_of(const ExportTable& exports, std::string_view path) {
   const Export* ex = nullptr;
-  std::string rest;
-  for (const auto& e : exports_.all()) {
+  std::string_view rest;
+  for (const auto& e : exports.all()) {
     const std::string& p = e->entry().path;
     bool prefix = path.compare(0, p.size(), p) == 0 &&
                   (path.size() == p.size() || path[p.size()] == '/' || p == "/");
@@ -47,6 +45,112 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
       rest = path.substr(p.size());
     }
   }
+  return {ex, rest};
+}
+
+std::string joined(std::string dir, const std::vector<std::string>& comps) {
+  for (const auto& c : comps) {
+    if (dir.empty() || dir.back() != '/') dir += '/';
+    dir += c;
+  }
+  return dir;
+}
+
+}  // namespace
+
+std::vector<std::string> normalised_components(std::string_view rest) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < rest.size()) {
+    std::size_t next = rest.find('/', at);
+    if (next == std::string_view::npos) next = rest.size();
+    std::string_view comp = rest.substr(at, next - at);
+    at = next + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") {
+      if (!out.empty()) out.pop_back();
+      continue;
+    }
+    out.emplace_back(comp);
+  }
+  return out;
+}
+
+void MountList::add(const std::string& host, const std::string& dir) {
+  std::lock_guard lk(mu_);
+  Key key{host, dir};
+  if (auto it = index_.find(key); it != index_.end()) {
+    order_.splice(order_.end(), order_, it->second);  // the newest again
+    return;
+  }
+  if (per_host_[host] >= kPerHost) {
+    auto oldest = std::find_if(order_.begin(), order_.end(), [&](const Key& k) { return k.first == host; });
+    erase_locked(oldest);
+  }
+  if (order_.size() >= kTotal) erase_locked(order_.begin());
+  index_[key] = order_.insert(order_.end(), key);
+  ++per_host_[host];
+  bytes_ += host.size() + dir.size() + 2 * sizeof(Key);
+}
+
+void MountList::erase_locked(std::list<Key>::iterator it) {
+  bytes_ -= it->first.size() + it->second.size() + 2 * sizeof(Key);
+  if (auto h = per_host_.find(it->first); h != per_host_.end() && --h->second == 0) per_host_.erase(h);
+  index_.erase(*it);
+  order_.erase(it);
+}
+
+void MountList::remove(const std::string& host, const std::string& dir) {
+  std::lock_guard lk(mu_);
+  if (auto it = index_.find({host, dir}); it != index_.end()) erase_locked(it->second);
+}
+
+void MountList::remove_host(const std::string& host) {
+  std::lock_guard lk(mu_);
+  for (auto it = order_.begin(); it != order_.end();) {
+    auto next = std::next(it);
+    if (it->first == host) erase_locked(it);
+    it = next;
+  }
+}
+
+mount3::MountList MountList::dump(std::size_t max_bytes) {
+  mount3::MountList list;
+  std::size_t bytes = 4;  // the list's end
+  std::lock_guard lk(mu_);
+  for (const auto& [host, dir] : order_) {
+    // Each entry: TRUE, two strings with their lengths, padded.
+    const std::size_t b = 4 + 4 + xdr::pad4(host.size()) + 4 + xdr::pad4(dir.size());
+    if (bytes + b > max_bytes || list.entries.size() == mount3::kMaxListEntries) break;
+    bytes += b;
+    list.entries.push_back({host, dir});
+  }
+  return list;
+}
+
+std::size_t MountList::size() {
+  std::lock_guard lk(mu_);
+  return order_.size();
+}
+
+std::size_t MountList::bytes() {
+  std::lock_guard lk(mu_);
+  return bytes_;
+}
+
+std::string MountService::canonical(const std::string& path) const {
+  auto [ex, rest] = export_of(exports_, path);
+  if (!ex) return joined("/", normalised_components(path));
+  return joined(ex->entry().path, normalised_components(rest));
+}
+
+MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
+  MNT3res r;
+  if (path.empty() || path[0] != '/') {
+    r.status = MNT3ERR_NOENT;
+    return r;
+  }
+  auto [ex, rest] = export_of(exports_, path);
   if (!ex) {
     NFSRDMA_LOG_LIMITED(info, "mount: {} asked for {}, which is not exported", ctx.peer.describe(), path);
     r.status = MNT3ERR_NOENT;
@@ -68,13 +172,8 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     return r;
   }
   Object cur{ex, opts, Fd(::dup(ex->root.get()))};
-  std::size_t at = 0;
-  while (at < rest.size()) {
-    std::size_t next = rest.find('/', at);
-    if (next == std::string::npos) next = rest.size();
-    std::string comp = rest.substr(at, next - at);
-    at = next + 1;
-    if (comp.empty() || comp == ".") continue;
+  const std::vector<std::string> comps = normalised_components(rest);
+  for (const auto& comp : comps) {
     Fd child;
     if (auto s = lookup_child(cur, comp, child); s != nfs3::NFS3_OK) {
       r.status = to_mountstat(s);
@@ -92,10 +191,7 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     return r;
   }
   r.auth_flavors = {static_cast<std::uint32_t>(rpc::AuthFlavor::sys)};
-  {
-    std::lock_guard lk(mu_);
-    mounts_.insert({host_of(ctx.peer), path});
-  }
+  mounts_.add(host_of(ctx.peer), joined(ex->entry().path, comps));
   NFSRDMA_LOG_LIMITED(info, "mount: {} mounted {}", ctx.peer.describe(), path);
   return r;
 }
@@ -113,27 +209,20 @@ rpc::AcceptStat MountService::handle(const CallContext& ctx, std::uint32_t proc,
       return rpc::AcceptStat::success;
     }
     case Proc::DUMP: {
-      MountList list;
-      {
-        std::lock_guard lk(mu_);
-        for (const auto& [host, dir] : mounts_) list.entries.push_back({host, dir});
-      }
+      // Advisory, so a long list is cut to what a reply may hold.
+      mount3::MountList list = mounts_.dump(kDumpReplyBytes);
       codec(out, list);
       return rpc::AcceptStat::success;
     }
     case Proc::UMNT: {
       DirPath p;
       if (!xdr::decode(in, p).ok()) return rpc::AcceptStat::garbage_args;
-      std::lock_guard lk(mu_);
-      mounts_.erase({host_of(ctx.peer), p.path});
+      mounts_.remove(host_of(ctx.peer), canonical(p.path));
       return rpc::AcceptStat::success;
     }
-    case Proc::UMNTALL: {
-      std::lock_guard lk(mu_);
-      std::string host = host_of(ctx.peer);
-      std::erase_if(mounts_, [&](const auto& m) { return m.first == host; });
+    case Proc::UMNTALL:
+      mounts_.remove_host(host_of(ctx.peer));
       return rpc::AcceptStat::success;
-    }
     case Proc::EXPORT: {
       Exports list;
       for (const auto& e : exports_.all()) {

@@ -13,6 +13,11 @@ namespace nfsrdma::server {
 
 using namespace portmap2;
 
+namespace {
+// Local processes may SET mappings; this many at most.
+constexpr std::size_t kMaxMappings = 1024;
+}  // namespace
+
 void PortmapService::add(const mapping& m) {
   std::lock_guard lk(mu_);
   map_.push_back(m);
@@ -40,7 +45,8 @@ rpc::AcceptStat PortmapService::handle(const CallContext& ctx, std::uint32_t pro
           return e.prog == m.prog && e.vers == m.vers && (proc == 2 || e.prot == m.prot);
         };
         if (static_cast<Proc>(proc) == Proc::SET) {
-          ok = std::none_of(map_.begin(), map_.end(), same);
+          // Bounded, so DUMP's list always fits its encoding.
+          ok = map_.size() < kMaxMappings && std::none_of(map_.begin(), map_.end(), same);
           if (ok) map_.push_back(m);
         } else {
           ok = std::erase_if(map_, same) > 0;

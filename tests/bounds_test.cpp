@@ -203,6 +203,63 @@ TEST_F(Bounds, AFragmentedRecordCostsASmallMultipleOfAWholeOne) {
   still_served();
 }
 
+// Every spelling of one export ("//", "/." runs) was its own MOUNT list entry,
+// without a cap: 65,537 of them, then a DUMP, aborted the server in the
+// encoder. Spellings are one entry now, and distinct directories are capped
+// per host, oldest out.
+TEST_F(Bounds, MountSpellingsAreOneEntryAndTheListIsCapped) {
+  start();
+  constexpr std::uint32_t kSpellings = 65'537;
+  tcp::Fd fd = connect_raw("127.0.0.1", server_->mount_port(), {.timeout_s = 30});
+  ASSERT_TRUE(fd.valid());
+  const long before = rss_kib(server_->pid());
+  std::thread writer([&] {
+    for (std::uint32_t i = 0; i < kSpellings; ++i) {
+      std::string path = dir_.path();
+      for (std::uint32_t bit = 0; bit < 17; ++bit) path += (i >> bit) & 1 ? "/." : "/";
+      std::vector<std::uint8_t> args;
+      xdr::encode(args, mount3::DirPath{path});
+      if (!put(fd.get(), record(make_call(0x10000 + i, mount3::kProgram, mount3::kVersion, 1, args)))) return;
+    }
+  });
+  std::uint32_t answered = 0;
+  while (answered < kSpellings && reply_xid(fd.get()) != 0) ++answered;
+  writer.join();
+  ASSERT_EQ(answered, kSpellings);
+  auto dump = [&] {
+    auto r = rpc::call_sync(good_->mount(), mount3::kProgram, mount3::kVersion, 2, {}, good_->auth(), 5000);
+    EXPECT_TRUE(r.ok()) << "DUMP: " << (r.ok() ? "" : r.error().describe());
+    mount3::MountList ml;
+    if (r.ok()) EXPECT_TRUE(xdr::decode(*r, ml).ok());
+    return ml;
+  };
+  mount3::MountList ml = dump();
+  ASSERT_EQ(ml.entries.size(), 1u);
+  EXPECT_EQ(ml.entries[0].ml_directory, dir_.path());
+  const long after = rss_kib(server_->pid());
+  std::printf("%u MNTs of one export, each spelled differently: server RSS %ld KiB before, %ld after\n", kSpellings,
+              before, after);
+  if (!kSanitized) {
+    EXPECT_LT(after - before, 8L * 1024);
+  }
+  // 70 distinct directories: the first 6 make room for the last.
+  for (int i = 0; i < 70; ++i) {
+    good_->mkdir(root_, "d" + std::to_string(i));
+    ASSERT_EQ(good_->mnt(dir_.path() + "/d" + std::to_string(i) + "/../d" + std::to_string(i))->status,
+              mount3::MNT3_OK);
+  }
+  ml = dump();
+  ASSERT_EQ(ml.entries.size(), 64u);
+  EXPECT_EQ(ml.entries.front().ml_directory, dir_.path() + "/d6");
+  EXPECT_EQ(ml.entries.back().ml_directory, dir_.path() + "/d69");
+  // UMNT in another spelling removes it.
+  std::vector<std::uint8_t> path;
+  xdr::encode(path, mount3::DirPath{dir_.path() + "//d69/."});
+  ASSERT_TRUE(rpc::call_sync(good_->mount(), mount3::kProgram, mount3::kVersion, 3, path, good_->auth(), 5000).ok());
+  EXPECT_EQ(dump().entries.size(), 63u);
+  still_served();
+}
+
 TEST_F(Bounds, TextFromAClientCannotForgeALogLine) {
   start();
   auto r = good_->mnt("/srv\n2026-11-23T00:00:00.000 info [1] mount: FORGED mounted /\x1b[2J");
