@@ -41,11 +41,16 @@ nfsstat3 kernel_handle(int dirfd, const char* name, int flags, KernelHandle& kh,
 
 ProcPath::ProcPath(int fd) { std::snprintf(buf_, sizeof buf_, "/proc/self/fd/%d", fd); }
 
+// Deliberate for every errno a file system call here can return, after
+// nfsd's nfserrno: what a later try may cure is JUKEBOX (the client waits and
+// retries), an object gone is STALE. The rest is IO, logged through the rate
+// limiter: a client chooses the calls that meet it.
 nfsstat3 errno_to_nfsstat3(int err) {
   switch (err) {
     case 0: return NFS3_OK;
     case EPERM: return NFS3ERR_PERM;
     case ENOENT: return NFS3ERR_NOENT;
+    case EIO: return NFS3ERR_IO;
     case ENXIO: return NFS3ERR_NXIO;
     case EACCES: return NFS3ERR_ACCES;
     case EEXIST: return NFS3ERR_EXIST;
@@ -63,10 +68,30 @@ nfsstat3 errno_to_nfsstat3(int err) {
     case EDQUOT: return NFS3ERR_DQUOT;
     case ESTALE: return NFS3ERR_STALE;
     case EOPNOTSUPP: return NFS3ERR_NOTSUPP;
+    case ENOSYS: return NFS3ERR_NOTSUPP;
+    case ENOTTY: return NFS3ERR_NOTSUPP;  // an ioctl-backed operation the file system lacks
     case ELOOP: return NFS3ERR_INVAL;  // an operation that needs a non-symlink met one
+    case EOVERFLOW: return NFS3ERR_INVAL;
+    case ERANGE: return NFS3ERR_INVAL;
+    case ESPIPE: return NFS3ERR_INVAL;
+    case EBUSY: return NFS3ERR_ACCES;    // a mount point or a file in use, as a local caller sees it
+    case ETXTBSY: return NFS3ERR_IO;  // as nfsd
+    case E2BIG: return NFS3ERR_FBIG;
+    case ENODATA: return NFS3ERR_NOENT;
     case EAGAIN: return NFS3ERR_JUKEBOX;
+    case EINTR: return NFS3ERR_JUKEBOX;
+    case ETIMEDOUT: return NFS3ERR_JUKEBOX;
+    case ENOMEM: return NFS3ERR_JUKEBOX;  // the server is short of memory now, or a lookup raced a rename
+    case ENFILE: return NFS3ERR_JUKEBOX;
+    case EMFILE: return NFS3ERR_JUKEBOX;
+    case ENOLCK: return NFS3ERR_JUKEBOX;
+    case EUCLEAN: return NFS3ERR_IO;
+    case EBADMSG: return NFS3ERR_IO;
+    case EREMOTEIO: return NFS3ERR_IO;
+    case EBADF: return NFS3ERR_SERVERFAULT;  // our bug, not the client's
+    case EFAULT: return NFS3ERR_SERVERFAULT;
     default:
-      spdlog::warn("nfs: unexpected error {} ({}) answered as NFS3ERR_IO", err, std::strerror(err));
+      NFSRDMA_LOG_LIMITED(warn, "nfs: unexpected error {} ({}) answered as NFS3ERR_IO", err, std::strerror(err));
       return NFS3ERR_IO;
   }
 }
@@ -117,7 +142,14 @@ nfsstat3 open_handle(const ExportTable& table, const nfs_fh3& fh, Object& out) {
   h->handle_type = kh.type;
   std::memcpy(h->f_handle, kh.bytes.data(), kh.len);
   // open_by_handle_at needs CAP_DAC_READ_SEARCH: see identity.hpp.
-  int fd = ::open_by_handle_at(ex->mount_fd.get(), h, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  // WARNING: while another caller removes or renames over the object, the
+  // kernel may answer ENOMEM (its reconnect of the dentry lost the race): tried
+  // again, that becomes the object (renamed) or ESTALE (gone).
+  int fd = -1;
+  for (int attempt = 0; attempt < 3 && fd < 0; ++attempt) {
+    fd = ::open_by_handle_at(ex->mount_fd.get(), h, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno != ENOMEM) break;
+  }
   if (fd < 0) {
     return (errno == ESTALE || errno == ENOENT || errno == EINVAL) ? NFS3ERR_STALE : errno_to_nfsstat3(errno);
   }
