@@ -59,6 +59,12 @@ Result<std::string> ExportTable::replace(std::vector<ExportEntry> entries) {
     const Export* e = slots_[i].load(std::memory_order_relaxed);
     ids[e->id] = e->entry().path;
   }
+  // An empty file on a reload is far more often a mistake (an editor's empty
+  // save, a file truncated by a failed deploy) than a wish to cut every client
+  // off at once: nfsrdma-server(8) keeps the running exports then.
+  if (entries.empty() && n > 0) {
+    return config("no export listed: the running exports stay (stop the server to serve nothing)");
+  }
   std::vector<Export*> kept(entries.size(), nullptr);
   std::vector<std::unique_ptr<Export>> added(entries.size());
   std::map<std::string, std::size_t> paths;

@@ -83,11 +83,13 @@ TEST_F(ServerReload, AFileThatCannotBeServedChangesNothing) {
   for (const std::string& bad : {a() + " 127.0.0.1(rw,frobnicate)\n",                      // parse error
                                  dir_.path() + "/missing 127.0.0.1(rw,insecure)\n",         // no directory
                                  a() + " 127.0.0.1(rw,insecure,fsid=7)\n",                  // fsid changed
-                                 a() + " 127.0.0.1(rw)\n" + a() + "/ 127.0.0.1(ro)\n"}) {  // twice
+                                 a() + " 127.0.0.1(rw)\n" + a() + "/ 127.0.0.1(ro)\n",    // twice
+                                 std::string("# emptied by mistake\n"), std::string()}) {  // no export at all
     write_exports(bad);
     static int n = 0;
     reload(++n);
     EXPECT_EQ(create(c, root, "still-" + std::to_string(n)), NFS3_OK) << bad;
+    EXPECT_EQ(c.mnt(a())->status, mount3::MNT3_OK) << bad;
   }
   std::string log = server_->log();
   EXPECT_NE(log.find("exports unchanged"), std::string::npos);
