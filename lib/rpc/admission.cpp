@@ -1,5 +1,7 @@
 #include "lib/rpc/admission.hpp"
 
+#include <algorithm>
+
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 
@@ -65,16 +67,13 @@ Admission::Decision Admission::admit(const Peer& peer) {
     return d;
   }
   if (tickets_.size() >= limits_.max_connections) {
-    auto oldest = tickets_.begin();
-    for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
-      if (it->second->last_ns_.load() < oldest->second->last_ns_.load()) oldest = it;
-    }
+    auto victim = evictee_locked();
     evicted_.inc();
-    note("evicting the longest-idle connection for a new", peer,
+    note("evicting the longest-idle connection of the busiest address for a new", peer,
          "at the limit of " + std::to_string(limits_.max_connections) + " connections");
-    d.evict = oldest->first;
-    if (--per_address_[oldest->second->addr_] == 0) per_address_.erase(oldest->second->addr_);
-    tickets_.erase(oldest);
+    d.evict = victim->first;
+    if (--per_address_[victim->second->addr_] == 0) per_address_.erase(victim->second->addr_);
+    tickets_.erase(victim);
   }
   auto t = std::make_shared<Ticket>();
   t->id_ = next_id_++;
@@ -83,6 +82,20 @@ Admission::Decision Admission::admit(const Peer& peer) {
   ++per_address_[addr];
   d.ticket = std::move(t);
   return d;
+}
+
+// The longest-idle connection among those of the addresses holding the most:
+// a client with a connection or two is not churned out by floods from
+// addresses that hold dozens (reconnecting as fast as they are evicted).
+std::map<std::uint64_t, std::shared_ptr<Admission::Ticket>>::iterator Admission::evictee_locked() {
+  std::size_t most = 0;
+  for (const auto& [addr, n] : per_address_) most = std::max(most, n);
+  auto victim = tickets_.end();
+  for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
+    if (per_address_[it->second->addr_] != most) continue;
+    if (victim == tickets_.end() || it->second->last_ns_.load() < victim->second->last_ns_.load()) victim = it;
+  }
+  return victim;
 }
 
 void Admission::remove(const Ticket& t) {

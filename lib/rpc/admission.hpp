@@ -4,8 +4,10 @@
 //   - At most `max_per_address` connections from one address: past it, refused
 //     (a connection whose address the transport could not tell is not counted).
 //   - At most `max_connections` in all: past it, the longest-idle connection
-//     is evicted to make room (as Linux's svc closes its oldest), so idle or
-//     abandoned connections cannot lock newcomers out.
+//     of the address holding the most is evicted to make room (Linux's svc
+//     closes its oldest), so idle or abandoned connections cannot lock
+//     newcomers out, and addresses flooding reconnects churn each other, not
+//     a client that holds one or two.
 //   - A connection idle (nothing received, nothing sent) for `idle_timeout` is
 //     closed, as nfsd closes idle temporary transports; NFS clients reconnect
 //     transparently when they next have work.
@@ -79,6 +81,7 @@ class Admission {
 
  private:
   void note(const char* what, const Peer& peer, const std::string& why);
+  std::map<std::uint64_t, std::shared_ptr<Ticket>>::iterator evictee_locked();  // mu_ held; tickets_ not empty
 
   std::string transport_;
   AdmissionLimits limits_;

@@ -47,6 +47,25 @@ TEST(Admission, AtTheLimitTheLongestIdleIsEvicted) {
   EXPECT_EQ(a.size(), 3u);
 }
 
+// 1,100 connections from 18 addresses reconnecting as fast as they were
+// evicted closed a quiet client's only connection within seconds; eviction
+// now takes from the addresses holding the most.
+TEST(Admission, EvictionTakesFromTheBusiestAddressNotAQuietClient) {
+  Admission a("test", {.max_connections = 40, .max_per_address = 64, .idle_timeout = {}});
+  auto quiet = a.admit(from("10.0.0.100"));  // the longest idle of all
+  ASSERT_TRUE(quiet.ticket);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::vector<std::shared_ptr<Admission::Ticket>> held;
+  for (int round = 0; round < 2000; ++round) {
+    const std::string ip = "10.0.1." + std::to_string(round % 18);
+    auto d = a.admit(from(ip.c_str()));
+    ASSERT_TRUE(d.ticket);
+    held.push_back(d.ticket);
+    ASSERT_NE(d.evict, std::optional<std::uint64_t>(quiet.ticket->id())) << "after " << round << " reconnects";
+  }
+  EXPECT_EQ(a.size(), 40u);
+}
+
 TEST(Admission, IdleConnectionsExpire) {
   Admission a("test", {.max_connections = 10, .max_per_address = 10, .idle_timeout = std::chrono::milliseconds(50)});
   auto quiet = a.admit(from("10.0.0.1")), busy = a.admit(from("10.0.0.1"));
