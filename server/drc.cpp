@@ -8,6 +8,16 @@ std::size_t DuplicateRequestCache::KeyHash::operator()(const Key& k) const {
   return h ^ (std::size_t{k.proc} << 7);
 }
 
+DuplicateRequestCache::~DuplicateRequestCache() {
+  if (budget_) budget_->release(rpc::MemoryBudget::drc, rpc::kShared, held_bytes_);
+}
+
+void DuplicateRequestCache::held_grew_locked(std::size_t bytes) {
+  if (bytes == 0) return;
+  held_bytes_ += bytes;
+  if (budget_) budget_->charge(rpc::MemoryBudget::drc, rpc::kShared, bytes);
+}
+
 void DuplicateRequestCache::evict_locked(std::chrono::steady_clock::time_point now) {
   while (!lru_.empty()) {
     Entry& oldest = lru_.front();
@@ -31,6 +41,7 @@ DuplicateRequestCache::Verdict DuplicateRequestCache::begin(const Key& key, std:
   }
   if (spare_.empty()) {
     lru_.emplace_back();
+    held_grew_locked(sizeof(Entry) + 4 * sizeof(void*) + sizeof(Key));  // the entry, its list and index nodes
   } else {
     lru_.splice(lru_.end(), spare_, spare_.begin());
   }
@@ -48,7 +59,9 @@ void DuplicateRequestCache::finish(const Key& key, const std::vector<std::uint8_
   auto it = index_.find(key);
   if (it == index_.end()) return;
   it->second->done = true;
+  const std::size_t before = it->second->reply.capacity();
   it->second->reply = reply;
+  held_grew_locked(it->second->reply.capacity() > before ? it->second->reply.capacity() - before : 0);
 }
 
 void DuplicateRequestCache::abandon(const Key& key) {

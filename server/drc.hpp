@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lib/rpc/budget.hpp"
+
 namespace nfsrdma::server {
 
 class DuplicateRequestCache {
@@ -46,6 +48,10 @@ class DuplicateRequestCache {
   void abandon(const Key& key);
 
   std::uint64_t hits() const { return hits_; }
+  // What the cache holds is charged to `budget` (what every client shares):
+  // bounded by the capacity, so counted, never refused. Before the first call.
+  void charge_to(rpc::MemoryBudget* budget) { budget_ = budget; }
+  ~DuplicateRequestCache();
 
  private:
   struct KeyHash {
@@ -67,6 +73,9 @@ class DuplicateRequestCache {
   std::pmr::unsynchronized_pool_resource nodes_;  // index_'s, reused (guarded by mu_)
   std::pmr::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_{&nodes_};
   std::uint64_t hits_ = 0;
+  rpc::MemoryBudget* budget_ = nullptr;
+  std::size_t held_bytes_ = 0;  // charged to budget_
+  void held_grew_locked(std::size_t bytes);
 };
 
 }  // namespace nfsrdma::server

@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--rdma-threads", cfg.rdma_options.progress_threads,
                  "RPC-RDMA progress threads, each serving a share of the connections; 0: one per core")
       ->capture_default_str()->check(CLI::Range(0u, 256u));
+  app.add_option("--rdma-send-queue", cfg.rdma_options.send_queue_depth,
+                 "Entries of each RPC-RDMA connection's send queue; 0: the provider's (a full queue is a wait)")
+      ->capture_default_str()->check(CLI::Range(0, 65536));
   app.add_flag("--no-rdma", no_rdma, "Serve TCP only");
   app.add_flag("--portmap", cfg.portmap, "Serve PORTMAP v2 ourselves (for hosts without rpcbind)");
   app.add_option("--portmap-port", cfg.portmap_port, "Port for --portmap")->capture_default_str();
@@ -77,6 +80,13 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections-per-address", cfg.admission.max_per_address,
                  "Connections held at once from one client address, per transport; past it refused")
       ->capture_default_str();
+  app.add_option("--max-memory", cfg.max_memory,
+                 "Memory all clients together may make the server hold (calls, replies, connections' buffers, "
+                 "caches), e.g. 4G; 0: a quarter of the machine's, at least 256M")
+      ->capture_default_str()->transform(CLI::AsSizeValue(false));
+  app.add_option("--max-memory-per-address", cfg.max_memory_per_address,
+                 "The share of --max-memory one client address may hold, e.g. 1G; 0: a quarter of it")
+      ->capture_default_str()->transform(CLI::AsSizeValue(false));
   double idle_timeout_s = 360;
   app.add_option("--idle-timeout", idle_timeout_s,
                  "Seconds a connection may stay idle before it is closed (clients reconnect); 0: never")

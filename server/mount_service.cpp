@@ -90,11 +90,19 @@ void MountList::add(const std::string& host, const std::string& dir) {
   if (order_.size() >= kTotal) erase_locked(order_.begin());
   index_[key] = order_.insert(order_.end(), key);
   ++per_host_[host];
-  bytes_ += host.size() + dir.size() + 2 * sizeof(Key);
+  const std::size_t b = host.size() + dir.size() + 2 * sizeof(Key);
+  bytes_ += b;
+  if (budget_) budget_->charge(rpc::MemoryBudget::mount, rpc::kShared, b);
+}
+
+MountList::~MountList() {
+  if (budget_) budget_->release(rpc::MemoryBudget::mount, rpc::kShared, bytes_);
 }
 
 void MountList::erase_locked(std::list<Key>::iterator it) {
-  bytes_ -= it->first.size() + it->second.size() + 2 * sizeof(Key);
+  const std::size_t b = it->first.size() + it->second.size() + 2 * sizeof(Key);
+  bytes_ -= b;
+  if (budget_) budget_->release(rpc::MemoryBudget::mount, rpc::kShared, b);
   if (auto h = per_host_.find(it->first); h != per_host_.end() && --h->second == 0) per_host_.erase(h);
   index_.erase(*it);
   order_.erase(it);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lib/nfs3/mount3.hpp"
+#include "lib/rpc/budget.hpp"
 #include "lib/rpc/rpc.hpp"
 #include "server/call_context.hpp"
 #include "server/fs.hpp"
@@ -33,7 +34,11 @@ class MountList {
   // The oldest first, as many as fit in `max_bytes` of DUMP reply.
   mount3::MountList dump(std::size_t max_bytes);
   std::size_t size();
-  std::size_t bytes();  // what the entries hold, for the memory budget's metric
+  std::size_t bytes();  // what the entries hold
+  // Charged to `budget` as it changes (bounded by the caps: counted, never
+  // refused). Before the first add().
+  void charge_to(rpc::MemoryBudget* budget) { budget_ = budget; }
+  ~MountList();
 
  private:
   using Key = std::pair<std::string, std::string>;
@@ -44,6 +49,7 @@ class MountList {
   std::map<Key, std::list<Key>::iterator> index_;
   std::map<std::string, std::size_t> per_host_;
   std::size_t bytes_ = 0;
+  rpc::MemoryBudget* budget_ = nullptr;
 };
 
 // `path`'s components after an export's path: empty ones and "." dropped,

@@ -8,7 +8,12 @@
 
 namespace nfsrdma::server {
 
-Server::Server(const ServerConfig& config, const SipKey& key) : config_(config), exports_(key) {}
+Server::Server(const ServerConfig& config, const SipKey& key) : config_(config), exports_(key) {
+  const std::size_t limit = config.max_memory ? config.max_memory : rpc::MemoryBudget::default_limit();
+  budget_ = std::make_unique<rpc::MemoryBudget>(
+      limit, config.max_memory_per_address ? config.max_memory_per_address : limit / 4);
+  drc_.charge_to(budget_.get());
+}
 
 Server::~Server() = default;
 
@@ -24,6 +29,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   }
   s->nfs_ = std::make_unique<NfsService>(s->exports_, config.limits, verf);
   s->mount_ = std::make_unique<MountService>(s->exports_);
+  s->mount_->mounts().charge_to(s->budget_.get());
   if (config.portmap) s->portmap_ = std::make_unique<PortmapService>();
   s->dispatcher_ = std::make_unique<Dispatcher>(*s->nfs_, *s->mount_, s->portmap_.get(), s->drc_);
   Dispatcher* d = s->dispatcher_.get();
@@ -32,6 +38,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
 
   tcp::TcpServerOptions topts;
   topts.admission = config.admission;
+  topts.budget = s->budget_.get();
   topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
   topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
     return d->reply_bound(call, max);
@@ -52,6 +59,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     rdma::RdmaServerOptions ro = config.rdma_options;
     if (ro.host.empty()) ro.host = config.bind_address;
     ro.admission = config.admission;
+    ro.budget = s->budget_.get();
     ro.payload_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
     auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
       // Each connection has a thread of its own: calls that cannot block run
@@ -82,6 +90,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     s->registered_ = maps;
   }
   s->log_exports();
+  spdlog::info("memory budget: {} MiB for what clients make the server hold, {} MiB of it per client address",
+               s->budget_->limit() >> 20, s->budget_->per_address() >> 20);
   if (s->rdma_) {
     spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
                  s->rdma_->provider(), config.rdma_options.credits);

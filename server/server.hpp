@@ -23,6 +23,10 @@ struct ServerConfig {
   bool register_rpcbind = true;
   std::size_t threads = 8;
   rpc::AdmissionLimits admission;  // per transport
+  // The memory budget over what clients make the server hold (rpc::MemoryBudget);
+  // 0: MemoryBudget::default_limit(), and a quarter of it per client address.
+  std::size_t max_memory = 0;
+  std::size_t max_memory_per_address = 0;
   NfsLimits limits;
   std::string state_dir = "/var/lib/nfsrdma";
   // RPC-over-RDMA: on by default; a provider named explicitly must work, the
@@ -51,6 +55,8 @@ class Server {
   void log_exports() const;
 
   ServerConfig config_;
+  // ORDER: first, so everything charged to it is gone before it.
+  std::unique_ptr<rpc::MemoryBudget> budget_;
   ExportTable exports_;
   std::unique_ptr<NfsService> nfs_;
   std::unique_ptr<MountService> mount_;

@@ -122,6 +122,61 @@ TEST_F(Bounds, AClientThatNeverReadsItsRepliesHoldsABoundedAmount) {
   still_served();
 }
 
+// Per-connection bounds multiply with connections: 8 never-reading
+// connections from each of three addresses held 16 MiB each (384 MiB in
+// all). One budget now caps the sum (--max-memory) and each address's share
+// of it; connections past it stop being read, and a client from another
+// address is served throughout.
+TEST_F(Bounds, ManyNeverReadingConnectionsStayWithinTheMemoryBudget) {
+  const std::uint16_t metrics_port = free_port();
+  start({"--max-memory", "96M", "--max-memory-per-address", "20M", "--metrics",
+         "127.0.0.1:" + std::to_string(metrics_port)});
+  const std::string data(1 << 20, 'b');
+  nfs_fh3 fh = good_->create(root_, "big");
+  good_->write(fh, 0, data);
+  ASSERT_EQ(good_->read(fh, 0, 1 << 20), data);
+  const long before = rss_kib(server_->pid());
+  std::vector<tcp::Fd> hogs;
+  for (const char* source : {"127.0.0.21", "127.0.0.22", "127.0.0.23"}) {
+    for (int i = 0; i < 8; ++i) hogs.push_back(raw(source, 4096));
+  }
+  std::atomic<bool> flooding{true};
+  std::vector<std::thread> floods;
+  for (auto& hog : hogs) {
+    floods.emplace_back([&, fd = hog.get()] {
+      std::vector<std::uint8_t> args;
+      xdr::encode(args, READ3args{fh, 0, 1 << 20});
+      for (std::uint32_t i = 0; i < 64 && flooding; ++i) {
+        if (!put(fd, record(make_call(0x9000 + i, kProgram, kVersion, 6, args)))) break;  // blocked: timed out
+      }
+    });
+  }
+  long peak = before;
+  double held_peak = 0;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(good_->read(fh, 0, 1 << 20), data);  // served throughout
+    peak = std::max(peak, rss_kib(server_->pid()));
+    std::string m = scrape(metrics_port);
+    held_peak = std::max(held_peak, metric(m, "nfsrdma_server_memory_bytes{kind=\"tcp_calls\"}") +
+                                        metric(m, "nfsrdma_server_memory_bytes{kind=\"tcp_records\"}"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  flooding = false;
+  const std::string m = scrape(metrics_port);
+  for (auto& f : floods) f.join();
+  std::printf("24 never-reading connections from 3 addresses: server RSS %ld KiB before, peak %ld KiB (+%ld KiB); "
+              "TCP held at most %.1f MiB of a 96 MiB budget, 20 MiB per address\n",
+              before, peak, peak - before, held_peak / (1 << 20));
+  EXPECT_GT(metric(m, "nfsrdma_server_memory_refused_total{kind=\"tcp_calls\"}"), 0) << "no back-pressure seen";
+  EXPECT_EQ(metric(m, "nfsrdma_server_memory_limit_bytes"), 96.0 * (1 << 20));
+  EXPECT_LE(held_peak, 3 * 20.0 * (1 << 20) + 4 * (1 << 20)) << "past three addresses' shares (and the good client's)";
+  if (!kSanitized) {
+    EXPECT_LT(peak - before, 96L * 1024) << "the server grew past its budget";
+  }
+  hogs.clear();
+  still_served();
+}
+
 TEST_F(Bounds, IdleConnectionsAreClosedBusyOnesKept) {
   start({"--idle-timeout", "1"});
   tcp::Fd idle = raw();

@@ -36,30 +36,9 @@ std::string mount_flags(const std::string& path) {
   return "";
 }
 
-// GET /metrics from a Prometheus endpoint on 127.0.0.1.
-std::string scrape(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    std::string req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  return out;
-}
-
 // The client's count of calls to `proc`, from its metrics.
 double calls(const std::string& metrics, const std::string& proc) {
-  std::string key = "nfsrdma_client_calls_total{proc=\"" + proc + "\"} ";
-  auto at = metrics.find(key);
-  return at == std::string::npos ? 0 : std::stod(metrics.substr(at + key.size()));
+  return metric(metrics, "nfsrdma_client_calls_total{proc=\"" + proc + "\"}");
 }
 
 TEST_P(Options, SyncAndNoacWritesAreOnTheServerWhenWriteReturns) {

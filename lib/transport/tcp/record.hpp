@@ -46,6 +46,8 @@ class RecordReader {
   std::vector<std::uint8_t> take();
   // Staged bytes not yet parsed (the beginning of the next record).
   bool has_unparsed() const { return staged_end_ > staged_at_; }
+  // Memory the record being assembled holds (its room, not just its bytes).
+  std::size_t held_bytes() const { return record_.capacity(); }
 
  private:
   static constexpr std::size_t kGrowStep = 256 * 1024;

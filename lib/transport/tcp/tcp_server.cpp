@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <deque>
 
 #include "lib/base/log.hpp"
@@ -23,22 +24,35 @@ constexpr std::size_t kQueuedOverhead = 64;
 class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
  public:
   TcpConnection(TcpServer& server, Fd fd, rpc::Peer peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket)
-      : server_(server), fd_(std::move(fd)), peer_(peer), tag_(tag), ticket_(std::move(ticket)),
-        reader_(server.options_.max_record_bytes) {}
+      : server_(server), fd_(std::move(fd)), peer_(peer), addr_(rpc::to_v6(peer.addr)), tag_(tag),
+        ticket_(std::move(ticket)), reader_(server.options_.max_record_bytes) {}
+  ~TcpConnection() {
+    std::lock_guard lk(mu_);
+    held(-static_cast<std::int64_t>(held_));
+    sync_record_charge(true);
+  }
+
+  // Loop thread: charges (or releases) what the partial record holds now.
+  void sync_record_charge(bool gone = false) {
+    const std::size_t now = gone ? 0 : reader_.held_bytes();
+    if (now > record_charged_) server_.budget_->charge(rpc::MemoryBudget::tcp_records, addr_, now - record_charged_);
+    if (now < record_charged_) server_.budget_->release(rpc::MemoryBudget::tcp_records, addr_, record_charged_ - now);
+    record_charged_ = now;
+  }
 
   // ---- any thread: the end of one call ----
 
   // `charge` is what begin_call() counted for the call.
   void reply(rpc::ReplyMessage&& reply, std::size_t charge) {
     std::lock_guard lk(mu_);
-    held_ -= charge;
+    held(-static_cast<std::int64_t>(charge));
     if (closed_) {
       --in_flight_;
       return;
     }
     // The call stays in flight, and its reply's bytes held, until the socket took them.
     const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
-    held_ += queued;
+    held(static_cast<std::int64_t>(queued));
     out_.push_back({record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
     if (out_.size() == 1) flush_locked();
     update_events_locked();
@@ -46,7 +60,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
 
   void no_reply(std::size_t charge) {
     std::lock_guard lk(mu_);
-    held_ -= charge;
+    held(-static_cast<std::int64_t>(charge));
     --in_flight_;
     update_events_locked();
   }
@@ -65,7 +79,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   bool begin_call(std::size_t charge, bool unparsed) {
     std::lock_guard lk(mu_);
     ++in_flight_;
-    held_ += charge;
+    held(static_cast<std::int64_t>(charge));
     unparsed_ = unparsed;
     update_events_locked();
     return may_read_locked();
@@ -126,7 +140,15 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
 
   bool may_read_locked() const {
     const auto& o = server_.options_;
-    return in_flight_ < o.max_calls_in_flight && held_ < o.max_connection_bytes;
+    return in_flight_ < o.max_calls_in_flight && held_ < o.max_connection_bytes &&
+           server_.budget_allows(raw_fd_, addr_);
+  }
+
+  // held_ and the budget move together (mu_ held).
+  void held(std::int64_t delta) {
+    if (delta > 0) server_.budget_->charge(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(delta));
+    if (delta < 0) server_.budget_->release(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(-delta));
+    held_ = static_cast<std::size_t>(static_cast<std::int64_t>(held_) + delta);
   }
 
   // Writes what the socket takes. Returns false on a socket error.
@@ -162,7 +184,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
         std::size_t rest = 4 + p.bytes.size() - p.sent;
         if (left >= rest) {
           left -= rest;
-          held_ -= p.held;
+          held(-static_cast<std::int64_t>(p.held));
           --in_flight_;
           out_.pop_front();
         } else {
@@ -192,7 +214,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     if (closed_) return;
     closed_ = true;
     // Replies never sent end their calls now.
-    for (const auto& p : out_) held_ -= p.held;
+    for (const auto& p : out_) held(-static_cast<std::int64_t>(p.held));
     in_flight_ -= out_.size();
     out_.clear();
     // ORDER: leave the epoll set before the fd number can be reused by accept().
@@ -205,12 +227,14 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   Fd fd_;
   int raw_fd_ = -1;
   rpc::Peer peer_;
+  rpc::Address addr_;
   int tag_;
   std::shared_ptr<rpc::Admission::Ticket> ticket_;
   RecordReader reader_;
   std::deque<Pending> out_;
   std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
-  std::size_t held_ = 0;       // bytes those calls count for
+  std::size_t held_ = 0;       // bytes those calls count for (charged to the budget)
+  std::size_t record_charged_ = 0;  // reader_'s bytes charged to the budget (loop thread)
   bool unparsed_ = false;      // received bytes wait in reader_
   std::uint32_t events_ = 0;
   bool closed_ = false;
@@ -239,7 +263,14 @@ class TcpCallChannel final : public rpc::ReplyChannel {
 }  // namespace
 
 TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
-    : options_(std::move(options)), handler_(std::move(handler)), admission_("tcp", options_.admission) {
+    : options_(std::move(options)), handler_(std::move(handler)), admission_("tcp", options_.admission),
+      budget_(options_.budget), step_bytes_(2 * options_.max_record_bytes) {
+  if (!budget_) {
+    const std::size_t limit = rpc::MemoryBudget::default_limit();
+    own_budget_ = std::make_unique<rpc::MemoryBudget>(limit, limit);
+    budget_ = own_budget_.get();
+  }
+  waker_ = budget_->on_room([this] { on_budget_room(); });
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   NFSRDMA_CHECK(epoll_.valid() && wake_fd_.valid());
@@ -251,6 +282,31 @@ TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
 
 TcpServer::~TcpServer() {
   for (auto& [fd, c] : connections_) c->close();
+  connections_.clear();
+  budget_->forget(waker_);
+}
+
+bool TcpServer::budget_allows(int fd, const rpc::Address& addr) {
+  if (budget_->room(rpc::MemoryBudget::tcp_calls, addr, step_bytes_)) return true;
+  {
+    std::lock_guard lk(resume_mu_);
+    if (std::find(budget_waiting_.begin(), budget_waiting_.end(), fd) == budget_waiting_.end()) {
+      budget_waiting_.push_back(fd);
+    }
+  }
+  // ORDER: wait, then look again: a release between the two wakes us.
+  budget_->wait();
+  return budget_->room(rpc::MemoryBudget::tcp_calls, addr, step_bytes_);
+}
+
+void TcpServer::on_budget_room() {
+  {
+    std::lock_guard lk(resume_mu_);
+    if (budget_waiting_.empty()) return;
+    resume_.insert(resume_.end(), budget_waiting_.begin(), budget_waiting_.end());
+    budget_waiting_.clear();
+  }
+  wake();
 }
 
 Result<std::uint16_t> TcpServer::add_listener(const std::string& host, std::uint16_t port, int tag) {
@@ -322,7 +378,11 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
   RecordReader& reader = c->reader();
   // Bounded per wakeup so one busy client cannot starve the others.
   for (int round = 0; round < 64; ++round) {
+    // Resumed or not, nothing is handed out past a limit: the calls' count,
+    // the connection's bytes, the memory budget (which wakes it later).
+    if (!c->may_read()) return;
     auto parsed = reader.parse();
+    c->sync_record_charge();
     if (!parsed) {
       NFSRDMA_LOG_LIMITED(warn, "tcp: closing connection from {}: {}", c->peer().describe(), parsed.error().describe());
       close_connection(c->fd());
@@ -330,6 +390,7 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
     }
     if (*parsed) {
       std::vector<std::uint8_t> message = reader.take();
+      c->sync_record_charge();
       const std::size_t bound = options_.reply_bound ? options_.reply_bound(message) : options_.max_record_bytes;
       const std::size_t charge = message.size() + bound;
       const bool more = c->begin_call(charge, reader.has_unparsed());
@@ -343,7 +404,6 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
       if (!more) return;
       continue;
     }
-    if (!c->may_read()) return;
     auto buf = reader.buffer();
     ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);
     if (n == 0) {
@@ -364,6 +424,7 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
     }
     c->ticket().touch();
     reader.commit(static_cast<std::size_t>(n));
+    c->sync_record_charge();
   }
   // Out of rounds: records already received will not raise EPOLLIN again.
   if (reader.has_unparsed()) resume(c->fd());
@@ -428,7 +489,9 @@ void TcpServer::run() {
         }
         for (int rfd : resume) {
           auto it = connections_.find(rfd);
-          if (it != connections_.end() && !intake_stopped_) on_readable(std::shared_ptr(it->second));
+          if (it == connections_.end() || intake_stopped_) continue;
+          it->second->refresh_events();  // EPOLLIN again, if it was off for the budget
+          on_readable(std::shared_ptr(it->second));
         }
         continue;
       }

@@ -16,7 +16,12 @@
 // reading the connection (back-pressure: the client's sends block), so a
 // client that never reads its replies holds a bounded amount and nothing
 // grows. Records are parsed as they arrive (RecordReader); bytes already
-// received when reading stops are parsed once it resumes.
+// received when reading stops are parsed once it resumes. The same bytes, and
+// partial records, are charged to the server's rpc::MemoryBudget; a
+// connection reads on only while the budget, and its address's share, have
+// room for the most one step can add (a record and its reply's bound), so the
+// sum over every connection stays under the budget too. One stopped for the
+// budget reads again when memory is released.
 //
 // Teardown: stop_intake() stops accepting and reading; stop() ends run() once
 // queued replies are written (or after a grace period).
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "lib/rpc/admission.hpp"
+#include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
 #include "lib/transport/tcp/socket.hpp"
 
@@ -46,6 +52,9 @@ struct TcpServerOptions {
   // The most a call's reply can take, from the call's bytes; unset: a whole
   // record (max_record_bytes), the safe and pessimistic answer.
   std::function<std::size_t(std::span<const std::uint8_t> call)> reply_bound;
+  // What connections are charged to; null: a budget of the server's own, of
+  // MemoryBudget::default_limit().
+  rpc::MemoryBudget* budget = nullptr;
 };
 
 class TcpConnection;
@@ -82,10 +91,18 @@ class TcpServer {
   // A connection that stopped reading with bytes already received: the loop
   // parses them when it may read again (thread-safe).
   void resume(int fd);
+  // Whether the budget has room for one more step of the connection `fd`
+  // from `addr`; if not, `fd` is resumed once memory is released (thread-safe).
+  bool budget_allows(int fd, const rpc::Address& addr);
+  void on_budget_room();
 
   TcpServerOptions options_;
   rpc::CallHandler handler_;
   rpc::Admission admission_;
+  std::unique_ptr<rpc::MemoryBudget> own_budget_;
+  rpc::MemoryBudget* budget_;
+  std::size_t waker_;       // budget_->on_room's
+  std::size_t step_bytes_;  // the most one step of a connection adds: a record and its reply's bound
   Fd epoll_;
   Fd wake_fd_;
   std::vector<Listener> listeners_;
@@ -95,8 +112,9 @@ class TcpServer {
   std::atomic<bool> intake_stopped_{false};
   std::atomic<bool> stopping_{false};
   bool intake_applied_ = false;  // loop thread only
-  std::mutex resume_mu_;         // guards resume_
+  std::mutex resume_mu_;         // guards resume_ and budget_waiting_
   std::vector<int> resume_;
+  std::vector<int> budget_waiting_;
 };
 
 }  // namespace nfsrdma::tcp

@@ -1,0 +1,106 @@
+#include "lib/rpc/budget.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "lib/base/metrics.hpp"
+#include "lib/base/result.hpp"
+
+namespace nfsrdma::rpc {
+
+namespace {
+constexpr const char* kKindNames[] = {"tcp_calls", "tcp_records", "rdma_connections", "rdma_payload", "drc", "mount"};
+}
+
+std::size_t MemoryBudget::default_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t machine = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                                                     : std::size_t{4} << 30;
+  return std::max(machine / 4, std::size_t{256} << 20);
+}
+
+MemoryBudget::MemoryBudget(std::size_t limit, std::size_t per_address)
+    : limit_(limit), per_address_(std::min(per_address, limit)) {
+  auto& r = metrics::registry();
+  for (int k = 0; k < kKinds; ++k) {
+    held_[k] = &r.gauge("nfsrdma_server_memory_bytes", "Memory clients made the server hold, by kind",
+                        {{"kind", kKindNames[k]}});
+    refused_[k] = &r.counter("nfsrdma_server_memory_refused_total",
+                             "Growth refused at the memory budget (back-pressure), by kind", {{"kind", kKindNames[k]}});
+  }
+  r.gauge("nfsrdma_server_memory_limit_bytes", "The memory budget (--max-memory)").set(static_cast<std::int64_t>(limit));
+}
+
+bool MemoryBudget::room(Kind kind, const Address& addr, std::size_t bytes) {
+  bool fits = used_.load(std::memory_order_relaxed) + bytes <= limit_;
+  if (fits) {
+    std::lock_guard lk(mu_);
+    auto it = by_address_.find(addr);
+    fits = (it == by_address_.end() ? 0 : it->second) + bytes <= per_address_;
+  }
+  if (!fits) refused_[kind]->inc();
+  return fits;
+}
+
+bool MemoryBudget::try_charge(Kind kind, const Address& addr, std::size_t bytes) {
+  {
+    std::lock_guard lk(mu_);
+    std::size_t& mine = by_address_[addr];
+    std::size_t total = used_.load(std::memory_order_relaxed);
+    if (mine + bytes > per_address_ || total + bytes > limit_) {
+      if (mine == 0) by_address_.erase(addr);
+      refused_[kind]->inc();
+      return false;
+    }
+    mine += bytes;
+    used_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  held_[kind]->add(static_cast<std::int64_t>(bytes));
+  return true;
+}
+
+void MemoryBudget::charge(Kind kind, const Address& addr, std::size_t bytes) {
+  {
+    std::lock_guard lk(mu_);
+    by_address_[addr] += bytes;
+    used_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  held_[kind]->add(static_cast<std::int64_t>(bytes));
+}
+
+void MemoryBudget::release(Kind kind, const Address& addr, std::size_t bytes) {
+  if (bytes == 0) return;
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard lk(mu_);
+    auto it = by_address_.find(addr);
+    NFSRDMA_CHECK(it != by_address_.end() && it->second >= bytes);
+    if ((it->second -= bytes) == 0) by_address_.erase(it);
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    if (waiting_.exchange(false, std::memory_order_acq_rel)) {
+      for (const auto& [id, w] : wakers_) wake.push_back(w);
+    }
+  }
+  held_[kind]->add(-static_cast<std::int64_t>(bytes));
+  for (auto& w : wake) w();
+}
+
+std::size_t MemoryBudget::on_room(std::function<void()> wake) {
+  std::lock_guard lk(mu_);
+  wakers_[next_waker_] = std::move(wake);
+  return next_waker_++;
+}
+
+void MemoryBudget::forget(std::size_t waker) {
+  std::lock_guard lk(mu_);
+  wakers_.erase(waker);
+}
+
+std::size_t MemoryBudget::used_by(const Address& addr) {
+  std::lock_guard lk(mu_);
+  auto it = by_address_.find(addr);
+  return it == by_address_.end() ? 0 : it->second;
+}
+
+}  // namespace nfsrdma::rpc

@@ -1,0 +1,81 @@
+// One memory budget over everything clients can make a server hold: TCP
+// calls, replies and partial records, RDMA connections' buffers, the shared
+// payload pools, the duplicate request cache, the MOUNT list. Per-connection
+// and per-table bounds cap each kind; this caps their sum, whatever the
+// number of connections, and gives each client address a share of it, so
+// that one address cannot take it all.
+//
+// Two ways to charge. try_charge: refusable growth, refused past the limit or
+// the address's share (a TCP connection stops reading, an RDMA connection is
+// refused or its credits stop growing: back-pressure, nothing lost). charge:
+// memory already held or bounded by its own table (DRC, MOUNT list), counted
+// so the metric and the others' room are true. Releases wake whoever waits
+// for room (on_room).
+//
+// Thread-safe. Transports hold a reference; the server owns it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace nfsrdma::metrics {
+class Gauge;
+class Counter;
+}
+
+namespace nfsrdma::rpc {
+
+using Address = std::array<std::uint8_t, 16>;  // to_v6(); all zeros: unknown
+// What every client shares (payload pools, the DRC): counted in the total, in
+// no client's share.
+constexpr Address kShared = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+class MemoryBudget {
+ public:
+  enum Kind : std::uint8_t { tcp_calls, tcp_records, rdma_connections, rdma_payload, drc, mount, kKinds };
+
+  // `limit` bytes in all, `per_address` of them for one client address.
+  MemoryBudget(std::size_t limit, std::size_t per_address);
+  // A quarter of the machine's memory, at least 256 MiB.
+  static std::size_t default_limit();
+
+  // Charges `bytes` if they fit the limit and `addr`'s share; else nothing,
+  // and false (counted as back-pressure of `kind`).
+  bool try_charge(Kind kind, const Address& addr, std::size_t bytes);
+  // Whether `bytes` more would fit now, charging nothing; if not, counted as
+  // back-pressure of `kind`.
+  bool room(Kind kind, const Address& addr, std::size_t bytes);
+  void charge(Kind kind, const Address& addr, std::size_t bytes);
+  void release(Kind kind, const Address& addr, std::size_t bytes);
+
+  // `wake` runs (on the releasing thread, no lock held) after a release
+  // while someone asked to wait(); a transport registers one at start and
+  // forgets it (by the number returned) before it goes.
+  std::size_t on_room(std::function<void()> wake);
+  void forget(std::size_t waker);
+  void wait() { waiting_.store(true, std::memory_order_release); }
+
+  std::size_t limit() const { return limit_; }
+  std::size_t per_address() const { return per_address_; }
+  std::size_t used() const { return used_.load(std::memory_order_relaxed); }
+  std::size_t used_by(const Address& addr);
+
+ private:
+  const std::size_t limit_, per_address_;
+  std::atomic<std::size_t> used_{0};
+  std::atomic<bool> waiting_{false};
+  std::array<metrics::Gauge*, kKinds> held_{};
+  std::array<metrics::Counter*, kKinds> refused_{};
+  std::mutex mu_;  // guards by_address_ and wakers_
+  std::map<Address, std::size_t> by_address_;
+  std::map<std::size_t, std::function<void()>> wakers_;
+  std::size_t next_waker_ = 0;
+};
+
+}  // namespace nfsrdma::rpc

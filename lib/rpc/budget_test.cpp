@@ -1,0 +1,53 @@
+#include "lib/rpc/budget.hpp"
+
+#include <gtest/gtest.h>
+
+namespace nfsrdma::rpc {
+namespace {
+
+Address addr(std::uint8_t last) {
+  Address a{};
+  a[15] = last;
+  return a;
+}
+
+TEST(MemoryBudget, RefusesPastTheLimitAndPastAnAddressesShare) {
+  MemoryBudget b(1000, 400);
+  EXPECT_TRUE(b.try_charge(MemoryBudget::tcp_calls, addr(1), 400));
+  EXPECT_FALSE(b.try_charge(MemoryBudget::tcp_calls, addr(1), 1)) << "one address took more than its share";
+  EXPECT_TRUE(b.try_charge(MemoryBudget::tcp_calls, addr(2), 400));
+  EXPECT_FALSE(b.try_charge(MemoryBudget::rdma_connections, addr(3), 201)) << "past the limit";
+  EXPECT_TRUE(b.try_charge(MemoryBudget::rdma_connections, addr(3), 200));
+  EXPECT_EQ(b.used(), 1000u);
+  EXPECT_FALSE(b.room(MemoryBudget::tcp_calls, addr(4), 1));
+  b.release(MemoryBudget::tcp_calls, addr(1), 400);
+  EXPECT_EQ(b.used_by(addr(1)), 0u);
+  EXPECT_TRUE(b.room(MemoryBudget::tcp_calls, addr(4), 400));
+  EXPECT_FALSE(b.room(MemoryBudget::tcp_calls, addr(4), 401));
+}
+
+TEST(MemoryBudget, WhatIsAlreadyHeldIsCountedEvenPastTheLimit) {
+  MemoryBudget b(100, 100);
+  b.charge(MemoryBudget::drc, addr(0), 150);
+  EXPECT_EQ(b.used(), 150u);
+  EXPECT_FALSE(b.try_charge(MemoryBudget::mount, addr(1), 1));
+  b.release(MemoryBudget::drc, addr(0), 150);
+  EXPECT_TRUE(b.try_charge(MemoryBudget::mount, addr(1), 1));
+}
+
+TEST(MemoryBudget, AReleaseWakesOnlyThoseWhoAskedToWait) {
+  MemoryBudget b(100, 100);
+  int woken = 0;
+  b.on_room([&] { ++woken; });
+  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(1), 50));
+  b.release(MemoryBudget::tcp_records, addr(1), 10);
+  EXPECT_EQ(woken, 0);
+  b.wait();
+  b.release(MemoryBudget::tcp_records, addr(1), 10);
+  EXPECT_EQ(woken, 1);
+  b.release(MemoryBudget::tcp_records, addr(1), 10);
+  EXPECT_EQ(woken, 1) << "woken again without a new wait()";
+}
+
+}  // namespace
+}  // namespace nfsrdma::rpc
