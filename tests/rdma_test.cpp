@@ -15,11 +15,35 @@ TEST_F(OverRdma, NullAndGetattr) {
   EXPECT_EQ(rdma_->credits(), 1u);  // RFC 8166 §3.3.1: one call until the server grants more
   auto n = rdma_raw(*rdma_, Proc::NULL_, {}, {});
   ASSERT_TRUE(n.ok()) << n.error().describe();
-  EXPECT_EQ(rdma_->credits(), 128u);
+  EXPECT_EQ(rdma_->credits(), 8u);  // a new connection's grant: it grows with use
   auto g = call<GETATTR3res>(Proc::GETATTR, FhArgs{root_});
   ASSERT_EQ(g.status, NFS3_OK);
   EXPECT_EQ(g.obj_attributes.type, NF3DIR);
   EXPECT_EQ(rdma_->peer_inline_receive(), 4096u);
+}
+
+// A connection starts with 8 credits, so an idle one holds the buffers of 8
+// calls; while half are in use the grant doubles, to the server's --credits.
+TEST_F(OverRdma, CreditsGrowWithUseToTheServersGrant) {
+  ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
+  EXPECT_EQ(rdma_->credits(), 8u);
+  for (int round = 0; round < 20 && rdma_->credits() < 128; ++round) {
+    auto left = std::make_shared<std::atomic<int>>(200);
+    auto done = std::make_shared<std::promise<void>>();
+    std::vector<std::vector<std::uint8_t>> msgs;
+    for (int i = 0; i < 200; ++i) {
+      std::uint32_t xid = rpc::next_xid();
+      msgs.push_back(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
+      rpc::OutgoingCall c;
+      c.xid = xid;
+      c.message = msgs.back();
+      rdma_->call(c, [left, done](Result<std::span<const std::uint8_t>>) {
+        if (--*left == 0) done->set_value();
+      });
+    }
+    ASSERT_EQ(done->get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  }
+  EXPECT_EQ(rdma_->credits(), 128u);
 }
 
 TEST_F(OverRdma, OneMebibyteWriteByReadChunkAndReadByWriteChunk) {
@@ -285,6 +309,58 @@ TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
   EXPECT_GT(flood_replies.load(), 0);
   EXPECT_EQ(during, before) << "threads while 13 connections were open";
   for (auto& c : clients) c->shutdown();
+}
+
+// A send queue of 4 entries, on purpose: 16 READs and 16 WRITEs of 256 KiB
+// at once need far more (an RDMA Write or Read each, and a Send). A full send
+// queue is a wait, as running out of credits or buffers is, never a closed
+// connection: every call is answered with the right data, and the server
+// counts the waits.
+class OverRdmaSmallSendQueue : public OverRdma {
+ protected:
+  std::vector<std::string> server_args() const override {
+    return {"--rdma-timeout", "5", "--rdma-send-queue", "4", "--metrics", "127.0.0.1:" + std::to_string(metrics_port_)};
+  }
+  std::uint16_t metrics_port_ = free_port();
+};
+
+TEST_F(OverRdmaSmallSendQueue, AFullSendQueueIsAWaitNotADisconnect) {
+  constexpr std::uint32_t kBlock = 256 * 1024;
+  constexpr int kFiles = 16;
+  std::vector<nfs_fh3> files;
+  std::vector<std::string> data;
+  for (int i = 0; i < kFiles; ++i) {
+    data.emplace_back(kBlock, static_cast<char>('a' + i));
+    files.push_back(file_with("sq" + std::to_string(i), std::string(kBlock, 'z')));
+  }
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::future<bool>> done;
+    for (int i = 0; i < kFiles; ++i) {
+      done.push_back(std::async(std::launch::async, [&, i] {
+        WRITE3args w{files[i], 0, kBlock, stable_how::UNSTABLE,
+                     {reinterpret_cast<const std::uint8_t*>(data[i].data()), data[i].size()}};
+        std::vector<std::uint8_t> a;
+        xdr::encode(a, w);
+        auto wr = rdma_raw(*rdma_, Proc::WRITE, a, {0, 0, true, kBlock});
+        if (!wr) return false;
+        std::vector<std::uint8_t> ra;
+        xdr::encode(ra, READ3args{files[(i + 1) % kFiles], 0, kBlock});
+        auto rd = rdma_raw(*rdma_, Proc::READ, ra, {kBlock + 256, kBlock});
+        READ3res r;
+        return rd && xdr::decode(*rd, r).ok() && r.status == NFS3_OK && r.count == kBlock;
+      }));
+    }
+    for (auto& f : done) EXPECT_TRUE(f.get()) << "a call failed in round " << round;
+  }
+  for (int i = 0; i < kFiles; ++i) {
+    std::ifstream disk(dir_.path() + "/sq" + std::to_string(i), std::ios::binary);
+    std::string on_disk((std::istreambuf_iterator<char>(disk)), {});
+    EXPECT_TRUE(on_disk == data[i]) << "file " << i;
+  }
+  EXPECT_EQ(server_->log().find("closing"), std::string::npos) << server_->log();
+  const double waits = metric(scrape(metrics_port_), "nfsrdma_server_rdma_send_queue_waits_total");
+  std::printf("send queue of 4: %.0f waits for room\n", waits);
+  EXPECT_GT(waits, 0);
 }
 
 }  // namespace

@@ -230,6 +230,7 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth, bool w
   }
   if (int rc = fi_enable(ep_); rc != 0) return fabric_error(rc, "fi_enable");
   max_msg_ = info->ep_attr->max_msg_size;
+  send_queue_ = info->tx_attr->size;
   send_after_write_ = (info->tx_attr->msg_order & FI_ORDER_SAW) != 0;
   if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in)) {
     char host[INET6_ADDRSTRLEN] = "?";

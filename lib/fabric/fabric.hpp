@@ -171,6 +171,10 @@ class Endpoint {
   bool try_wait();
 
   std::size_t max_rma_bytes() const { return max_msg_; }
+  // Work requests the send queue holds (tx_attr->size): Sends, Reads and
+  // Writes posted and not yet completed, an unsignalled Write until a
+  // signalled operation after it completes.
+  std::size_t send_queue_size() const { return send_queue_; }
   // The peer's address (fi_getpeer), for access control above.
   bool peer_address(sockaddr_storage& out, socklen_t& len) const;
   std::string peer_name() const { return peer_; }
@@ -184,6 +188,7 @@ class Endpoint {
   fid_cq* cq_ = nullptr;
   fid_eq* eq_ = nullptr;
   std::size_t max_msg_ = 0;
+  std::size_t send_queue_ = 0;
   bool send_after_write_ = false;
   int wait_fd_ = -1;
   std::string peer_;

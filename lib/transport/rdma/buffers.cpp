@@ -7,18 +7,37 @@
 namespace nfsrdma::rdma {
 
 Result<std::unique_ptr<SlotPool>> SlotPool::create(fabric::Domain& domain, std::size_t count, std::size_t slot_bytes,
-                                                   bool remote) {
+                                                   bool remote, std::size_t registered) {
   std::unique_ptr<SlotPool> p(new SlotPool);
   auto memory = Mapping::anonymous(count * slot_bytes);
   if (!memory) return memory.error();
   p->memory_ = std::move(*memory);
   p->slot_bytes_ = slot_bytes;
   p->count_ = count;
-  auto mr = domain.register_memory(p->memory_.data(), count * slot_bytes, remote);
-  if (!mr) return mr.error();
-  p->mr_ = std::move(*mr);
-  for (std::size_t i = count; i > 0; --i) p->free_.push_back(i - 1);
+  p->remote_ = remote;
+  if (auto r = p->grow(domain, std::min(registered, count)); !r) return r.error();
   return p;
+}
+
+Result<void> SlotPool::grow(fabric::Domain& domain, std::size_t n) {
+  n = std::min(n, count_ - registered_);
+  if (n == 0) return {};
+  auto mr = domain.register_memory(memory_.data() + registered_ * slot_bytes_, n * slot_bytes_, remote_);
+  if (!mr) return mr.error();
+  tiers_.emplace_back(registered_, std::move(*mr));
+  std::lock_guard lk(mu_);
+  // Lowest first out: free_ is taken from the back.
+  free_.insert(free_.begin(), n, 0);
+  for (std::size_t i = 0; i < n; ++i) free_[i] = registered_ + n - 1 - i;
+  registered_ += n;
+  return {};
+}
+
+const fabric::MemoryRegion& SlotPool::region(std::size_t slot) const {
+  NFSRDMA_CHECK(slot < registered_);
+  auto it = std::upper_bound(tiers_.begin(), tiers_.end(), slot,
+                             [](std::size_t s, const auto& tier) { return s < tier.first; });
+  return std::prev(it)->second;
 }
 
 std::optional<std::size_t> SlotPool::take() {
@@ -92,34 +111,47 @@ std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> s
 
 Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx, bool write, std::uint8_t* local,
                                    std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments,
-                                   bool signalled) {
-  std::size_t posted = 0, done = 0;
+                                   bool signalled, std::size_t first, std::size_t max_ops) {
+  std::size_t op = 0, done = 0, posted = 0, bytes = 0;
   const std::size_t max_op = std::max<std::size_t>(ep.max_rma_bytes(), 4096);
+  bool full = false;
   for (const auto& seg : segments) {
     std::size_t in_segment = 0;
-    while (done < len && in_segment < seg.length) {
+    while (done < len && in_segment < seg.length && !full) {
       std::size_t n = std::min({len - done, std::size_t{seg.length} - in_segment, max_op});
-      std::uint64_t remote = seg.offset + in_segment;
-      auto r = write ? ep.post_write(ctx, local + done, n, desc, remote, seg.handle, signalled)
-                     : ep.post_read(ctx, local + done, n, desc, remote, seg.handle);
-      if (!r) return r.error();
-      ++posted;
+      if (op >= first) {
+        if (posted == max_ops) {
+          full = true;
+          break;
+        }
+        std::uint64_t remote = seg.offset + in_segment;
+        auto r = write ? ep.post_write(ctx, local + done, n, desc, remote, seg.handle, signalled)
+                       : ep.post_read(ctx, local + done, n, desc, remote, seg.handle);
+        if (!r) {
+          if (r.error().action != Action::retry_now) return r.error();
+          full = true;  // FI_EAGAIN: the send queue is full
+          break;
+        }
+        ++posted;
+        bytes += n;
+      }
+      ++op;
       done += n;
       in_segment += n;
     }
-    if (done == len) break;
+    if (done == len || full) break;
   }
-  if (done < len) return Error{ErrorDomain::rpc, 0, Action::fail, "rpcrdma: chunk smaller than its data"};
+  if (!full && done < len) return Error{ErrorDomain::rpc, 0, Action::fail, "rpcrdma: chunk smaller than its data"};
   static auto& r = metrics::registry();
   static metrics::Counter* ops[2] = {
       &r.counter("nfsrdma_rdma_ops_total", "RDMA Reads and Writes posted (chunk data)", {{"op", "read"}}),
       &r.counter("nfsrdma_rdma_ops_total", "RDMA Reads and Writes posted (chunk data)", {{"op", "write"}})};
-  static metrics::Counter* bytes[2] = {
+  static metrics::Counter* moved[2] = {
       &r.counter("nfsrdma_rdma_bytes_total", "Bytes moved by RDMA Read and Write", {{"op", "read"}}),
       &r.counter("nfsrdma_rdma_bytes_total", "Bytes moved by RDMA Read and Write", {{"op", "write"}})};
   ops[write]->inc(posted);
-  bytes[write]->inc(len);
-  return posted;
+  moved[write]->inc(bytes);
+  return first + posted;
 }
 
 }  // namespace nfsrdma::rdma

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -19,12 +20,19 @@
 
 namespace nfsrdma::rdma {
 
+// Registered in tiers: `create` registers the first slots, grow() the next
+// ones (a connection's buffers grow with its credits), each tier a memory
+// region of its own, so a slot's descriptor and key are its tier's.
 class SlotPool {
  public:
-  // `count` slots of `slot_bytes`, registered in `domain`; `remote`: the peer
-  // may RDMA Read/Write them (payload pools), else local only (send/recv).
+  // `count` slots of `slot_bytes`, the first `registered` of them (all, by
+  // default) registered in `domain` now; `remote`: the peer may RDMA Read and
+  // Write them (payload pools), else local only (send/recv).
   static Result<std::unique_ptr<SlotPool>> create(fabric::Domain& domain, std::size_t count, std::size_t slot_bytes,
-                                                   bool remote);
+                                                   bool remote, std::size_t registered = SIZE_MAX);
+  // Registers `n` more slots (at most up to count()) and makes them free.
+  // Not thread-safe against itself or region(); take/give may run meanwhile.
+  Result<void> grow(fabric::Domain& domain, std::size_t n);
 
   std::optional<std::size_t> take();  // thread-safe
   void give(std::size_t slot);         // thread-safe
@@ -32,16 +40,19 @@ class SlotPool {
   std::span<std::uint8_t> slot(std::size_t i) { return {memory_.data() + i * slot_bytes_, slot_bytes_}; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   std::size_t count() const { return count_; }
+  std::size_t registered() const { return registered_; }
   std::size_t available();
-  const fabric::MemoryRegion& region() const { return mr_; }
+  const fabric::MemoryRegion& region(std::size_t slot) const;
+  void* desc(std::size_t slot) const { return region(slot).desc(); }
 
  private:
   SlotPool() = default;
   // Its pages are touched only when used (or pinned by providers that pin at
-  // registration).
+  // registration: only the tiers registered).
   Mapping memory_;
-  fabric::MemoryRegion mr_;
-  std::size_t slot_bytes_ = 0, count_ = 0;
+  bool remote_ = false;
+  std::vector<std::pair<std::size_t, fabric::MemoryRegion>> tiers_;  // (first slot, its region)
+  std::size_t slot_bytes_ = 0, count_ = 0, registered_ = 0;
   std::mutex mu_;  // guards free_
   std::vector<std::size_t> free_;
 };
@@ -68,11 +79,14 @@ std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> s
 
 // Posts the RMA operations that move `len` bytes between local memory and a
 // chunk's segments, split at each segment boundary and at the provider's
-// largest RMA. `ctx` is used for every operation; returns how many were
-// posted. Writes are unsignalled when `signalled` is false; Reads are always
-// signalled.
+// largest RMA: from operation `first` on (numbered as count_chunk_ops counts
+// them), at most `max_ops` of them. `ctx` is used for every operation.
+// Returns the number of the operation after the last one posted, short of
+// the total when `max_ops` ran out or the send queue was full (FI_EAGAIN):
+// the caller posts the rest later. Writes are unsignalled when `signalled` is
+// false; Reads are always signalled.
 Result<std::size_t> post_chunk_rma(fabric::Endpoint& ep, fabric::OpContext* ctx, bool write, std::uint8_t* local,
                                    std::size_t len, void* desc, std::span<const rpcrdma::Segment> segments,
-                                   bool signalled = true);
+                                   bool signalled, std::size_t first = 0, std::size_t max_ops = SIZE_MAX);
 
 }  // namespace nfsrdma::rdma

@@ -81,7 +81,7 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
                                         for (std::size_t i = 0; i < self->recv_ctx_.size(); ++i) {
                                           auto buf = self->recv_pool_->slot(i);
                                           if (auto r = e.post_recv(&self->recv_ctx_[i].op, buf.data(), buf.size(),
-                                                                   self->recv_pool_->region().desc());
+                                                                   self->recv_pool_->desc(i));
                                               !r) {
                                             return r;
                                           }
@@ -224,7 +224,7 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   auto segment_for = [&](std::optional<std::size_t>& slot, std::uint32_t bytes) {
     slot = bounce_->take();
     auto mem = bounce_->slot(*slot);
-    return rpcrdma::Segment{bounce_->region().key(), bytes, bounce_->region().remote_address(mem.data())};
+    return rpcrdma::Segment{bounce_->region(*slot).key(), bytes, bounce_->region(*slot).remote_address(mem.data())};
   };
   // What goes inline: bytes [0, a_end) and [b_from, total) of the call.
   std::size_t a_end = total, b_from = total;
@@ -280,7 +280,7 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   ++in_flight_;
   credits_in_use().add(1);
   max_in_flight_ = std::max(max_in_flight_, in_flight_);
-  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->region().desc()); !r) {
+  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->desc(slot)); !r) {
     send_pool_->give(slot);
     failed.emplace_back(std::move(it->second.handler), r.error());
     release_locked(it->second);
@@ -373,7 +373,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
   }
   auto buf = recv_pool_->slot(slot);
   if (!stopping_) {
-    if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
+    if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->desc(slot)); !r) {
       spdlog::warn("rdma: cannot repost a receive: {}", r.error().describe());
     }
   }

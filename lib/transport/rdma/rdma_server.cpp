@@ -21,6 +21,12 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
   s->listener_ = std::move(*l);
   s->port_ = s->listener_->port();
   s->admission_ = std::make_unique<rpc::Admission>("rdma", options.admission);
+  s->budget_ = options.budget;
+  if (!s->budget_) {
+    const std::size_t limit = rpc::MemoryBudget::default_limit();
+    s->own_budget_ = std::make_unique<rpc::MemoryBudget>(limit, limit);
+    s->budget_ = s->own_budget_.get();
+  }
   const unsigned loops = options.progress_threads ? options.progress_threads
                                                   : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < loops; ++i) {
@@ -31,7 +37,10 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
   return s;
 }
 
-RdmaServer::~RdmaServer() { stop(); }
+RdmaServer::~RdmaServer() {
+  stop();
+  budget_->release(rpc::MemoryBudget::rdma_payload, rpc::kShared, payload_charged_);
+}
 
 Result<std::pair<fabric::Domain*, PayloadPool*>> RdmaServer::device_for(const fabric::ConnectRequest& req) {
   auto d = listener_->domain_for(req);
@@ -41,6 +50,10 @@ Result<std::pair<fabric::Domain*, PayloadPool*>> RdmaServer::device_for(const fa
     auto slots = SlotPool::create(**d, options_.payload_slots, options_.payload_bytes, true);
     if (!slots) return slots.error();
     pool = std::make_unique<PayloadPool>(std::move(*slots));
+    // The server's own, shared by every client: counted, never refused.
+    const std::size_t bytes = options_.payload_slots * options_.payload_bytes;
+    budget_->charge(rpc::MemoryBudget::rdma_payload, rpc::kShared, bytes);
+    payload_charged_ += bytes;
   }
   return std::pair{*d, pool.get()};
 }
@@ -105,7 +118,14 @@ void RdmaServer::accept_loop() {
       continue;
     }
     if (d.evict) close_connections({*d.evict});
-    auto conn = std::make_shared<ServerConnection>(*this, d.ticket);
+    auto conn = std::make_shared<ServerConnection>(*this, d.ticket, peer);
+    if (!conn->admit_memory()) {
+      NFSRDMA_LOG_LIMITED(warn, "rdma: refusing a connection from {}: the memory budget ({} MiB, {} MiB per address) is spent",
+                          peer.describe(), budget_->limit() >> 20, budget_->per_address() >> 20);
+      admission_->remove(*d.ticket);
+      listener_->reject(**req);
+      continue;
+    }
     if (auto r = conn->setup(**req); !r) {
       spdlog::warn("rdma: accepting a connection failed: {}", r.error().describe());
       admission_->remove(*d.ticket);

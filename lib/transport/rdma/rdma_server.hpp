@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "lib/rpc/admission.hpp"
+#include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
 #include "lib/transport/rdma/buffers.hpp"
 
@@ -69,6 +70,11 @@ struct RdmaServerOptions {
   std::chrono::microseconds poll_time{50};
   // Progress loops (threads), each moving a share of the connections; 0: one per core.
   unsigned progress_threads = 0;
+  // Entries of each connection's send queue; 0: the provider's (1024 asked).
+  std::size_t send_queue_depth = 0;
+  // What connections and payload pools are charged to; null: a budget of
+  // the server's own, of MemoryBudget::default_limit().
+  rpc::MemoryBudget* budget = nullptr;
 };
 
 class ServerConnection;
@@ -102,6 +108,9 @@ class RdmaServer {
   std::uint16_t port_ = 0;
   std::unique_ptr<fabric::Listener> listener_;
   std::unique_ptr<rpc::Admission> admission_;
+  std::unique_ptr<rpc::MemoryBudget> own_budget_;
+  rpc::MemoryBudget* budget_ = nullptr;
+  std::size_t payload_charged_ = 0;  // the payload pools' bytes, charged to budget_
   // ORDER: after listener_, so each pool is deregistered before its domain closes.
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};

@@ -26,49 +26,93 @@ ConnectionMetrics& connection_metrics() {
   return m;
 }
 
-Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
+ServerConnection::~ServerConnection() {
+  // Requests a dying connection never finished are freed with it.
+  metrics_.in_use.add(-static_cast<std::int64_t>(requests_.size() - free_requests_.size()));
+  metrics_.connections.add(-1);
+  metrics_.granted.add(-static_cast<std::int64_t>(granted_));
+  server_.budget_->release(rpc::MemoryBudget::rdma_connections, addr_, charged_);
+}
+
+std::size_t ServerConnection::bytes_for(std::uint32_t credits) const {
   const auto& o = server_.options_;
-  peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(req.private_data), o.inline_bytes);
-  auto dev = server_.device_for(req);
-  if (!dev) return dev.error();
-  fabric::Domain& domain = *dev->first;
-  payload_ = dev->second;
-  auto rp = SlotPool::create(domain, o.credits, o.inline_bytes, false);
-  if (!rp) return rp.error();
-  recv_pool_ = std::move(*rp);
-  // A send buffer for every request's reply, plus some for error replies.
-  const std::size_t sends = requests_.size() + kErrorSends;
-  auto sp = SlotPool::create(domain, sends, o.inline_bytes, false);
-  if (!sp) return sp.error();
-  send_pool_ = std::move(*sp);
-  auto op = SlotPool::create(domain, requests_.size(), o.small_payload_bytes, true);
-  if (!op) return op.error();
-  own_payloads_ = std::move(*op);
-  recv_ctx_.resize(o.credits);
-  send_ctx_.resize(sends);
-  for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
-  for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i, kNoRequest};
-  for (std::size_t i = 0; i < requests_.size(); ++i) {
-    Request& r = requests_[i];
+  const std::size_t requests = credits + std::min<std::size_t>(kRequestSlack, credits);
+  const std::size_t sends = requests + std::min<std::size_t>(kErrorSends, credits);
+  // Receive and send buffers, each request's payload buffer and its call,
+  // reply and header buffers (Request::message, body, head).
+  return (credits + sends) * o.inline_bytes + requests * (o.small_payload_bytes + 2 * o.inline_bytes + 1024);
+}
+
+void ServerConnection::add_requests(std::size_t upto) {
+  const std::size_t from = requests_.size();
+  for (std::size_t i = from; i < upto; ++i) {
+    Request& r = requests_.emplace_back();
     r.kind = CtxKind::rma;
     r.index = i;
     r.channel.conn = this;
     r.channel.index = i;
-    r.message.reserve(o.inline_bytes);
-    r.body.reserve(o.inline_bytes);
-    r.head.reserve(rpcrdma::kMinHeaderBytes + 8 + rpcrdma::kMaxChunkSegments * 16);
-    free_requests_.push_back(i);
   }
+  std::lock_guard lk(mu_);
+  // The new ones last out: free_requests_ is taken from the back, where the
+  // requests already used (their buffers made) wait.
+  for (std::size_t i = upto; i > from; --i) free_requests_.insert(free_requests_.begin(), i - 1);
+}
+
+bool ServerConnection::admit_memory() {
+  const std::size_t bytes = bytes_for(std::min(kInitialCredits, server_.options_.credits));
+  if (!server_.budget_->try_charge(rpc::MemoryBudget::rdma_connections, addr_, bytes)) return false;
+  charged_ = bytes;
+  return true;
+}
+
+Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
+  const auto& o = server_.options_;
+  granted_ = std::min(kInitialCredits, o.credits);
+  peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(req.private_data), o.inline_bytes);
+  auto dev = server_.device_for(req);
+  if (!dev) return dev.error();
+  fabric::Domain& domain = *dev->first;
+  domain_ = &domain;
+  payload_ = dev->second;
+  // Room for every credit, registered as far as granted: grow() registers more.
+  auto rp = SlotPool::create(domain, o.credits, o.inline_bytes, false, granted_);
+  if (!rp) return rp.error();
+  recv_pool_ = std::move(*rp);
+  // A send buffer for every request's reply, plus some for error replies.
+  auto sp = SlotPool::create(domain, max_requests_ + kErrorSends, o.inline_bytes, false,
+                             usable_requests() + error_sends());
+  if (!sp) return sp.error();
+  send_pool_ = std::move(*sp);
+  auto op = SlotPool::create(domain, max_requests_, o.small_payload_bytes, true, usable_requests());
+  if (!op) return op.error();
+  own_payloads_ = std::move(*op);
+  recv_ctx_.resize(o.credits);
+  send_ctx_.resize(send_pool_->count());
+  for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
+  for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i, kNoRequest};
+  add_requests(usable_requests());
+  metrics_.granted.add(granted_);
   rpcrdma::ConnectPrivate mine;
   mine.send_size = o.inline_bytes;
   mine.recv_size = o.inline_bytes;
   auto priv = rpcrdma::encode_private(mine);
-  auto ep = fabric::Endpoint::accept(domain, req.info.get(), priv, 5000, requests_.size() * 2 + kErrorSends + 64,
+  // Queues as deep as the connection can use, not the listener's 1024 each
+  // way: providers size their buffers by them (the tcp provider allocates
+  // about 1 KiB per completion queue entry, 2.1 MiB per connection with
+  // 1024 each way). Receives: one per credit. Sends: one per request and
+  // error reply, and some room for RMAs (a full queue is a wait); at most
+  // --rdma-send-queue, or the provider's when smaller.
+  fabric::ConnectRequest& asked = const_cast<fabric::ConnectRequest&>(req);
+  std::size_t tx = max_requests_ + kErrorSends + 32;
+  if (o.send_queue_depth) tx = std::min<std::size_t>(tx, o.send_queue_depth);
+  asked.info->tx_attr->size = std::min<std::size_t>(asked.info->tx_attr->size, tx);
+  asked.info->rx_attr->size = std::min<std::size_t>(asked.info->rx_attr->size, o.credits);
+  auto ep = fabric::Endpoint::accept(domain, req.info.get(), priv, 5000, 0,
                                      [&](fabric::Endpoint& e) -> Result<void> {
-                                       for (std::size_t i = 0; i < recv_ctx_.size(); ++i) {
+                                       for (std::size_t i = 0; i < granted_; ++i) {
                                          auto buf = recv_pool_->slot(i);
                                          if (auto r = e.post_recv(&recv_ctx_[i].op, buf.data(), buf.size(),
-                                                                  recv_pool_->region().desc());
+                                                                  recv_pool_->desc(i));
                                              !r) {
                                            return r;
                                          }
@@ -77,9 +121,50 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
                                      });
   if (!ep) return ep.error();
   ep_ = std::move(*ep);
+  sq_free_ = ep_->send_queue_size();
+  if (o.send_queue_depth) sq_free_ = std::min<std::size_t>(sq_free_, o.send_queue_depth);
   chain_writes_ = ep_->orders_send_after_write() && server_.provider_ != "tcp";
-  if (!ep_->peer_address(peer_.addr, peer_.len)) peer_.len = 0;
   return {};
+}
+
+// While half the credits granted are in use, twice as many (up to
+// --credits): receives posted first, then the grant the next reply carries
+// (RFC 8166 §3.3.1: never more credits than receives posted). Credits never
+// shrink; an idle connection is closed after --idle-timeout anyway. Each
+// step is charged to the memory budget first: at the budget, the grant stays.
+void ServerConnection::maybe_grow() {
+  const auto& o = server_.options_;
+  if (granted_ >= o.credits) return;
+  std::size_t in_use;
+  {
+    std::lock_guard lk(mu_);
+    in_use = usable_requests() - free_requests_.size();
+  }
+  if (in_use * 2 < granted_) return;
+  const std::uint32_t next = std::min(o.credits, granted_ * 2);
+  const std::size_t more = bytes_for(next) - bytes_for(granted_);
+  if (!server_.budget_->try_charge(rpc::MemoryBudget::rdma_connections, addr_, more)) {
+    NFSRDMA_LOG_LIMITED(info, "rdma: {} stays at {} credits: the memory budget is spent", peer_.describe(), granted_);
+    return;
+  }
+  charged_ += more;
+  const std::size_t usable = usable_requests(), sends = usable + error_sends();
+  const std::uint32_t before = granted_;
+  Result<void> grown = recv_pool_->grow(*domain_, next - granted_);
+  if (grown) grown = own_payloads_->grow(*domain_, next + std::min<std::size_t>(kRequestSlack, next) - usable);
+  if (grown) {
+    grown = send_pool_->grow(*domain_, next + std::min<std::size_t>(kRequestSlack, next) +
+                                           std::min<std::size_t>(kErrorSends, next) - sends);
+  }
+  if (!grown) {
+    NFSRDMA_LOG_LIMITED(warn, "rdma: cannot register more buffers for {}: {}", peer_.describe(),
+                        grown.error().describe());
+    return;  // what was registered stays unused until the connection ends
+  }
+  granted_ = next;
+  for (std::size_t i = before; i < granted_; ++i) repost_recv(i);
+  add_requests(usable_requests());
+  metrics_.granted.add(granted_ - before);
 }
 
 // RDMA has no answer for an RMA the peer never serves (on the tcp provider, a
@@ -109,7 +194,10 @@ bool ServerConnection::turn(bool timers_due) {
     running_here_ = nullptr;
     return false;
   }
-  if (*n > 0) ticket_->touch();
+  if (*n > 0) {
+    ticket_->touch();
+    sq_stalled_ = false;  // a completion: the provider's send queue has room again
+  }
   for (std::size_t i = 0; i < *n; ++i) {
     auto* ctx = reinterpret_cast<Ctx*>(c[i].context);
     if (!ctx) continue;
@@ -127,6 +215,7 @@ bool ServerConnection::turn(bool timers_due) {
     }
   }
   const bool active = take_inbox() || *n > 0;
+  if (!sq_waiting_.empty()) resume_sq_waiters();
   if (timers_due) {
     // Not asked while busy: librdmacm allocates on every rdma_get_cm_event.
     if (!active && ep_->peer_gone()) closing_ = true;
@@ -214,11 +303,21 @@ void ServerConnection::settle() {
 }
 
 Request* ServerConnection::take_request() {
-  std::lock_guard lk(mu_);
-  if (free_requests_.empty()) return nullptr;
-  Request* r = &requests_[free_requests_.back()];
-  free_requests_.pop_back();
+  Request* r;
+  {
+    std::lock_guard lk(mu_);
+    if (free_requests_.empty()) return nullptr;
+    r = &requests_[free_requests_.back()];
+    free_requests_.pop_back();
+  }
   metrics_.in_use.add(1);
+  if (r->message.capacity() == 0) {
+    // Its first call: its buffers keep this room from call to call.
+    const auto& o = server_.options_;
+    r->message.reserve(o.inline_bytes);
+    r->body.reserve(o.inline_bytes);
+    r->head.reserve(rpcrdma::kMinHeaderBytes + 8 + rpcrdma::kMaxChunkSegments * 16);
+  }
   return r;
 }
 
@@ -227,6 +326,8 @@ void ServerConnection::release(Request& r) {
   r.rma_since_ns = 0;
   r.rma_left = 0;
   r.chained = false;
+  r.sq_held = 0;
+  r.rma_posted = 0;
   r.holds_recv = false;
   r.placed_at.reset();
   r.state = State::free;
@@ -275,7 +376,7 @@ std::span<std::uint8_t> ServerConnection::payload(const Request& r) {
 }
 
 void* ServerConnection::payload_desc(const Request& r) {
-  return r.own_payload ? own_payloads_->region().desc() : payload_->slots().region().desc();
+  return r.own_payload ? own_payloads_->desc(r.index) : payload_->slots().desc(*r.payload_slot);
 }
 
 void ServerConnection::give_back(Request& r) {
@@ -307,6 +408,7 @@ void ServerConnection::drain() {
     drained_ = true;
     parked_.clear();
   }
+  sq_waiting_.clear();
   for (auto& r : requests_) {
     if (r.state != State::executing && !r.leasing) give_back(r);
   }
@@ -317,7 +419,7 @@ void ServerConnection::drain() {
 void ServerConnection::repost_recv(std::size_t slot) {
   if (closing_) return;
   auto buf = recv_pool_->slot(slot);
-  if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->region().desc()); !r) {
+  if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->desc(slot)); !r) {
     spdlog::warn("rdma: cannot repost a receive for {}: {}", peer_.describe(), r.error().describe());
     closing_ = true;
   }
@@ -330,39 +432,114 @@ void ServerConnection::repost_recv(Request& r) {
 void ServerConnection::on_send_done(SlotCtx& ctx) {
   const std::size_t request = std::exchange(ctx.request, kNoRequest);
   send_pool_->give(ctx.slot);
-  if (request != kNoRequest) release(requests_[request]);
+  ++sq_free_;
+  if (request == kNoRequest) return;
+  Request& r = requests_[request];
+  sq_free_ += std::exchange(r.sq_held, 0);  // its unsignalled Writes, done before it
+  release(r);
 }
 
+// Best effort, as RFC 8166 §5.3.2 allows no more: without a spare send buffer
+// or room in the send queue, no error goes, and the client times out.
 void ServerConnection::send_error(std::uint32_t xid, rpcrdma::ErrorCode code) {
+  if (sq_stalled_ || sq_free_ == 0 || !sq_waiting_.empty()) return;
   auto slot = take_send_slot(true);
-  if (!slot) return;  // out of buffers for errors: the client times out instead
+  if (!slot) return;
   Header h;
   h.xid = xid;
-  h.credits = server_.options_.credits;
+  h.credits = granted_;
   h.proc = rpcrdma::RDMA_ERROR;
   h.error = code;
   std::vector<std::uint8_t> head;
   xdr::Encoder e(head);
   rpcrdma::encode_header(e, h);
-  std::memcpy(send_pool_->slot(*slot).data(), head.data(), head.size());
-  post_send_slot(*slot, head.size());
+  auto buf = send_pool_->slot(*slot);
+  std::memcpy(buf.data(), head.data(), head.size());
+  send_ctx_[*slot].request = kNoRequest;
+  if (auto r = ep_->post_send(&send_ctx_[*slot].op, buf.data(), head.size(), send_pool_->desc(*slot)); !r) {
+    send_pool_->give(*slot);
+    if (r.error().action == Action::retry_now) {
+      sq_stalled_ = true;
+      return;
+    }
+    spdlog::info("rdma: send to {} failed: {}", peer_.describe(), r.error().describe());
+    closing_ = true;
+    return;
+  }
+  --sq_free_;
 }
 
 std::optional<std::size_t> ServerConnection::take_send_slot(bool for_error) {
-  // Error replies may not use the last requests_.size() buffers: those are
+  // Error replies may not use the last usable_requests() buffers: those are
   // the requests' own, so a reply never waits for one.
-  if (for_error && send_pool_->available() <= requests_.size()) return std::nullopt;
+  if (for_error && send_pool_->available() <= usable_requests()) return std::nullopt;
   return send_pool_->take();
 }
 
-void ServerConnection::post_send_slot(std::size_t slot, std::size_t len, std::size_t request) {
-  auto buf = send_pool_->slot(slot);
-  send_ctx_[slot].request = request;
-  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), len, send_pool_->region().desc()); !r) {
-    spdlog::info("rdma: send to {} failed: {}", peer_.describe(), r.error().describe());
-    closing_ = true;
-    on_send_done(send_ctx_[slot]);
+bool ServerConnection::sq_wait(Request& r) {
+  if (!r.sq_queued) {
+    r.sq_queued = true;
+    sq_waiting_.push_back(r.index);
+    static auto& waits = metrics::registry().counter(
+        "nfsrdma_server_rdma_send_queue_waits_total", "Requests that waited for room in a connection's send queue");
+    waits.inc();
   }
+  return false;
+}
+
+void ServerConnection::resume_sq_waiters() {
+  while (!sq_waiting_.empty() && !sq_stalled_ && sq_free_ > 0 && !closing_) {
+    Request& r = requests_[sq_waiting_.front()];
+    sq_waiting_.pop_front();
+    r.sq_queued = false;
+    resuming_ = &r;
+    advance(r);
+    resuming_ = nullptr;
+    if (r.sq_queued) {
+      // Still short: first in line again.
+      sq_waiting_.pop_back();
+      sq_waiting_.push_front(r.index);
+      return;
+    }
+  }
+}
+
+bool ServerConnection::post_reply(Request& r) {
+  if (!sq_open(r)) return sq_wait(r);
+  auto buf = send_pool_->slot(r.send_slot);
+  send_ctx_[r.send_slot].request = r.index;
+  auto posted = ep_->post_send(&send_ctx_[r.send_slot].op, buf.data(), r.send_len, send_pool_->desc(r.send_slot));
+  if (!posted) {
+    if (posted.error().action == Action::retry_now) {
+      sq_stalled_ = true;
+      return sq_wait(r);
+    }
+    spdlog::info("rdma: send to {} failed: {}", peer_.describe(), posted.error().describe());
+    closing_ = true;
+    send_ctx_[r.send_slot].request = kNoRequest;
+    send_pool_->give(r.send_slot);
+    release(r);
+    return false;
+  }
+  --sq_free_;
+  return true;
+}
+
+bool ServerConnection::post_rma(Request& r) {
+  if (!sq_open(r)) return sq_wait(r);
+  auto reached = post_chunk_rma(*ep_, &r.op, r.rma_write, payload(r).data(), r.rma_len, payload_desc(r), r.rma_segs,
+                                !r.chained, r.rma_posted, sq_free_);
+  if (!reached) {
+    broken(r, r.rma_write ? "cannot post RDMA Write" : "cannot post RDMA Read");
+    return false;
+  }
+  const std::size_t now = *reached - r.rma_posted;
+  sq_free_ -= now;
+  if (r.chained) r.sq_held += now;
+  r.rma_posted = *reached;
+  if (r.rma_posted == r.rma_ops) return true;
+  if (sq_free_ > 0) sq_stalled_ = true;  // the provider's queue filled before ours
+  return sq_wait(r);
 }
 
 }  // namespace nfsrdma::rdma

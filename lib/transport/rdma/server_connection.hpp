@@ -27,9 +27,14 @@ class ServerConnection;
 namespace server_detail {
 
 // Requests beyond the credits granted (see the header), and send buffers
-// beyond the requests' own for error replies.
+// beyond the requests' own for error replies; each at most as many as the
+// credits granted.
 constexpr std::size_t kRequestSlack = 16;
 constexpr std::size_t kErrorSends = 16;
+// A connection starts with this many credits and doubles them, up to
+// --credits, while half are in use (grow()): an idle connection holds the
+// buffers of a few calls, not of 128.
+constexpr std::uint32_t kInitialCredits = 8;
 constexpr std::size_t kNoRequest = SIZE_MAX;
 
 enum class CtxKind : std::uint8_t { recv, send, rma };
@@ -46,12 +51,15 @@ struct SlotCtx : Ctx {
 // but `executing` belongs to the connection's progress thread; `executing`
 // belongs to the handler, which gives the request back through the inbox
 // (or, run inline, by returning). Waits are states: for a payload buffer
-// (the *_buffer states), for RMA completions (pulling, pushing_*), for the
-// handler, for the Send's completion.
+// (the *_buffer states), for room in the send queue (posting, send_queued:
+// a full send queue is normal under load, never an error), for RMA
+// completions (pulling, pushing_*), for the handler, for the Send's
+// completion.
 enum class State : std::uint8_t {
   free,
   received,       // header valid; the call still in its receive buffer
   pull_buffer,    // waits for a buffer to pull the Read chunk into
+  posting,        // its RDMA Reads or Writes wait for room in the send queue; then `after_post`
   pulling,        // RDMA Reads posted
   pulled,
   area_buffer,    // waits for a buffer to lend for the Write chunk's data
@@ -64,6 +72,7 @@ enum class State : std::uint8_t {
   reply_buffer,   // waits for a buffer to copy a long reply into for the Reply chunk
   pushing_reply,  // RDMA Writes into the Reply chunk
   reply_pushed,
+  send_queued,    // the reply is in its send buffer; the Send waits for room in the send queue
   sending,        // the Send posted; the request ends when it completes
 };
 
@@ -93,6 +102,17 @@ struct Request : Ctx {
   std::size_t want = 0;                      // the size of the buffer it waits for
   std::size_t rma_left = 0;
   std::int64_t rma_since_ns = 0;             // when its RMA was posted; 0: none outstanding
+  // The RMA batch `posting` posts: direction, bytes, the chunk's segments
+  // (in hdr), how many operations are posted, and the state after.
+  bool rma_write = false;
+  std::uint32_t rma_len = 0;
+  std::span<const rpcrdma::Segment> rma_segs;  // into hdr, or pull_segs
+  StaticVector<rpcrdma::Segment, rpcrdma::kMaxReadSegments> pull_segs;  // the Read chunk's targets
+  std::size_t rma_ops = 0, rma_posted = 0;
+  State after_post = State::free;
+  std::size_t sq_held = 0;                   // unsignalled Writes in the send queue until its Send completes
+  bool sq_queued = false;                    // in sq_waiting_
+  std::size_t send_slot = 0, send_len = 0;   // send_queued: the reply's send buffer
   std::optional<std::uint32_t> placed_at;    // the Read chunk's data stays in the payload buffer
   RequestChannel channel;
   std::vector<std::uint8_t> message;  // the call, without the transport header and any Read chunk
@@ -120,18 +140,17 @@ ConnectionMetrics& connection_metrics();
 
 class ServerConnection final : public std::enable_shared_from_this<ServerConnection> {
  public:
-  ServerConnection(RdmaServer& s, std::shared_ptr<rpc::Admission::Ticket> ticket)
-      : server_(s), ticket_(std::move(ticket)), requests_(s.options_.credits + kRequestSlack) {
+  ServerConnection(RdmaServer& s, std::shared_ptr<rpc::Admission::Ticket> ticket, const rpc::Peer& peer)
+      : server_(s), ticket_(std::move(ticket)), peer_(peer), addr_(rpc::to_v6(peer.addr)),
+        max_requests_(s.options_.credits + kRequestSlack) {
     metrics_.connections.add(1);
-    metrics_.granted.add(s.options_.credits);
   }
-  ~ServerConnection() {
-    // Requests a dying connection never finished are freed with it.
-    metrics_.in_use.add(-static_cast<std::int64_t>(requests_.size() - free_requests_.size()));
-    metrics_.connections.add(-1);
-    metrics_.granted.add(-static_cast<std::int64_t>(server_.options_.credits));
-  }
+  ~ServerConnection();
 
+  // Charges the memory budget for what a new connection holds; false: the
+  // budget is spent (the acceptor refuses the connection). Before setup().
+  bool admit_memory();
+  // Registers the first credits' buffers, posts their receives, accepts.
   Result<void> setup(const fabric::ConnectRequest& req);
   // Thread-safe: its progress loop ends it.
   void close() {
@@ -176,8 +195,28 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
   std::optional<std::size_t> take_send_slot(bool for_error);
-  void post_send_slot(std::size_t slot, std::size_t len, std::size_t request = kNoRequest);
   void on_send_done(SlotCtx& ctx);
+
+  // The send queue, counted (as nvmet-rdma counts its send-queue slots):
+  // every Send, Read and Write posted takes an entry, given back when it
+  // completes (an unsignalled Write's when its request's Send does). A
+  // request short of room waits in sq_waiting_, in order, and goes on when
+  // completions bring room; the provider's FI_EAGAIN is the same wait.
+  bool post_rma(Request& r);    // posting: true once the whole batch is posted
+  bool post_reply(Request& r);  // send_queued: true once the Send is posted
+  bool sq_wait(Request& r);     // false, with r queued
+  bool sq_open(const Request& r) const {
+    return !sq_stalled_ && sq_free_ > 0 && (sq_waiting_.empty() || resuming_ == &r);
+  }
+  void resume_sq_waiters();
+
+  // Credits grow with use (kInitialCredits): more receives posted, buffers
+  // registered and requests usable, charged to the memory budget first.
+  void maybe_grow();
+  std::size_t usable_requests() const { return granted_ + std::min<std::size_t>(kRequestSlack, granted_); }
+  std::size_t error_sends() const { return std::min<std::size_t>(kErrorSends, granted_); }
+  std::size_t bytes_for(std::uint32_t credits) const;  // what a connection granting `credits` holds
+  void add_requests(std::size_t upto);  // up to `upto` usable, the new ones free
   void repost_recv(std::size_t slot);
   void repost_recv(Request& r);
   void check_rma_deadline();
@@ -218,14 +257,25 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
 
   RdmaServer& server_;
   std::shared_ptr<rpc::Admission::Ticket> ticket_;
-  PayloadPool* payload_ = nullptr;  // of the device the connection arrived on
+  std::uint32_t granted_ = 0;  // credits granted: receives posted
+  std::size_t charged_ = 0;    // bytes charged to the memory budget
+  std::size_t sq_free_ = 0;    // send queue entries free (see post_rma)
+  bool sq_stalled_ = false;    // the provider said FI_EAGAIN: wait for a completion
+  std::deque<std::size_t> sq_waiting_;  // requests waiting for room, oldest first
+  const Request* resuming_ = nullptr;   // resume_sq_waiters' current one
+  fabric::Domain* domain_ = nullptr;  // of the device the connection arrived on
+  PayloadPool* payload_ = nullptr;    // that device's
   std::unique_ptr<fabric::Endpoint> ep_;
   bool chain_writes_ = false;  // see chain()
   rpc::Peer peer_;
+  rpc::Address addr_;
   std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;
   std::unique_ptr<SlotPool> recv_pool_, send_pool_, own_payloads_;  // own_payloads_: one per request
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
-  std::vector<Request> requests_;
+  // Made as credits grow (add_requests), up to max_requests_; a deque, so a
+  // request never moves (completions and the inbox point at it).
+  std::deque<Request> requests_;
+  const std::size_t max_requests_;
   ConnectionMetrics& metrics_ = connection_metrics();
   std::mutex mu_;  // guards free_requests_, drained_, leases_ and parked_
   std::vector<std::size_t> free_requests_;

@@ -39,6 +39,10 @@ void ServerConnection::advance(Request& r) {
         if (!buffer(r, r.want)) return;
         start_pull(r);
         break;
+      case State::posting:
+        if (!post_rma(r)) return;
+        r.state = r.after_post;
+        break;
       case State::pulled:
         rebuild_call(r);
         break;
@@ -65,6 +69,10 @@ void ServerConnection::advance(Request& r) {
         break;
       case State::reply_pushed:
         send_reply(r, rpcrdma::RDMA_NOMSG);
+        break;
+      case State::send_queued:
+        if (!post_reply(r)) return;
+        r.state = State::sending;
         break;
       case State::free:
       case State::pulling:
@@ -102,10 +110,11 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
   Request* r = take_request();
   if (!r) {
     NFSRDMA_LOG_LIMITED(warn, "rdma: {} has more calls in flight than the {} credits granted (and {} more); closing",
-                        peer_.describe(), lim.credits, kRequestSlack);
+                        peer_.describe(), granted_, usable_requests() - granted_);
     closing_ = true;
     return;
   }
+  maybe_grow();
   r->hdr = d.header;
   r->recv_slot = ctx.slot;
   r->recv_len = len;
@@ -116,6 +125,7 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
 }
 
 void ServerConnection::on_rma_done(Request& r) {
+  ++sq_free_;
   if (--r.rma_left != 0) return;
   r.rma_since_ns = 0;
   switch (r.state) {
@@ -130,16 +140,17 @@ void ServerConnection::on_rma_done(Request& r) {
 void ServerConnection::start_pull(Request& r) {
   const auto& first = r.hdr.read_list[0];
   std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
-  auto buf = payload(r);
-  if (len > buf.size()) return fail(r, "Read chunk larger than a payload buffer");
-  rpcrdma::Segment segs[rpcrdma::kMaxReadSegments];
-  std::size_t n = 0;
-  for (const auto& rs : r.hdr.read_list) segs[n++] = rs.target;
-  std::span<const rpcrdma::Segment> chunk(segs, n);
-  r.rma_left = count_chunk_ops(len, chunk, ep_->max_rma_bytes());
+  if (len > payload(r).size()) return fail(r, "Read chunk larger than a payload buffer");
+  r.pull_segs.clear();
+  for (const auto& rs : r.hdr.read_list) r.pull_segs.push_back(rs.target);
+  r.rma_write = false;
+  r.rma_len = static_cast<std::uint32_t>(len);
+  r.rma_segs = std::span<const rpcrdma::Segment>(r.pull_segs.begin(), r.pull_segs.size());
+  r.rma_ops = r.rma_left = count_chunk_ops(len, r.rma_segs, ep_->max_rma_bytes());
+  r.rma_posted = 0;
   r.rma_since_ns = steady_ns();
-  r.state = State::pulling;
-  if (!post_chunk_rma(*ep_, &r.op, false, buf.data(), len, payload_desc(r), chunk)) broken(r, "cannot post RDMA Read");
+  r.after_post = State::pulling;
+  r.state = State::posting;
 }
 
 // The call again: the inline part with the chunk's data at its position
@@ -242,14 +253,17 @@ bool ServerConnection::fits_inline(const Request& r) const {
 void ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting,
                             State done) {
   r.chained = chain(r, waiting == State::pushing_reply);
-  r.rma_left = r.chained ? 0 : count_chunk_ops(len, segs, ep_->max_rma_bytes());
+  r.rma_write = true;
+  r.rma_len = len;
+  r.rma_segs = segs;
+  r.rma_ops = count_chunk_ops(len, segs, ep_->max_rma_bytes());
+  r.rma_left = r.chained ? 0 : r.rma_ops;
+  r.rma_posted = 0;
   // Chained, this stays set until the Send completes: a Write the peer never
   // takes holds the Send behind it, and check_rma_deadline() sees it.
   r.rma_since_ns = steady_ns();
-  r.state = r.chained ? done : waiting;
-  if (!post_chunk_rma(*ep_, &r.op, true, payload(r).data(), len, payload_desc(r), segs, !r.chained)) {
-    broken(r, "cannot post RDMA Write");
-  }
+  r.after_post = r.chained ? done : waiting;
+  r.state = State::posting;
 }
 
 void ServerConnection::finish_reply(Request& r) {
@@ -288,7 +302,7 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   if (!r.chained) give_back(r);
   Header h;
   h.xid = r.hdr.xid;
-  h.credits = server_.options_.credits;
+  h.credits = granted_;
   h.proc = proc;
   if (!r.hdr.write_list.empty()) h.write_list.push_back(used_part(r.hdr.write_list[0], r.write_len));
   if (proc == rpcrdma::RDMA_NOMSG) h.reply_chunk = used_part(*r.hdr.reply_chunk, r.reply_len);
@@ -310,8 +324,9 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   if (body) std::memcpy(buf.data() + head.size(), r.body.data(), body);
   r.body.clear();
   // The request (and its credit) ends when the Send completes: on_send_done.
-  r.state = State::sending;
-  post_send_slot(*slot, head.size() + body, r.index);
+  r.send_slot = *slot;
+  r.send_len = head.size() + body;
+  r.state = State::send_queued;
 }
 
 // Some of its RMAs may be posted, still moving data to or from its buffer:
