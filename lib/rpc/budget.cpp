@@ -37,7 +37,7 @@ bool MemoryBudget::room(Kind kind, const Address& addr, std::size_t bytes) {
   if (fits) {
     std::lock_guard lk(mu_);
     auto it = by_address_.find(addr);
-    fits = (it == by_address_.end() ? 0 : it->second) + bytes <= per_address_;
+    fits = addr == Address{} || (it == by_address_.end() ? 0 : it->second) + bytes <= per_address_;
   }
   if (!fits) refused_[kind]->inc();
   return fits;
@@ -48,7 +48,7 @@ bool MemoryBudget::try_charge(Kind kind, const Address& addr, std::size_t bytes)
     std::lock_guard lk(mu_);
     std::size_t& mine = by_address_[addr];
     std::size_t total = used_.load(std::memory_order_relaxed);
-    if (mine + bytes > per_address_ || total + bytes > limit_) {
+    if ((addr != Address{} && mine + bytes > per_address_) || total + bytes > limit_) {
       if (mine == 0) by_address_.erase(addr);
       refused_[kind]->inc();
       return false;

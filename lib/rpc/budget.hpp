@@ -45,8 +45,9 @@ class MemoryBudget {
   // A quarter of the machine's memory, at least 256 MiB.
   static std::size_t default_limit();
 
-  // Charges `bytes` if they fit the limit and `addr`'s share; else nothing,
-  // and false (counted as back-pressure of `kind`).
+  // Charges `bytes` if they fit the limit and `addr`'s share (an unknown
+  // address, all zeros, has no share: only the limit); else nothing, and
+  // false (counted as back-pressure of `kind`).
   bool try_charge(Kind kind, const Address& addr, std::size_t bytes);
   // Whether `bytes` more would fit now, charging nothing; if not, counted as
   // back-pressure of `kind`.

@@ -5,7 +5,8 @@
 // into: IncomingCall::placed), and returns replies inline, through the
 // client's Write chunk (RDMA Write, then the Send) or through its Reply chunk.
 //
-// Theory of operation, per call (one Request, one of `credits` per connection):
+// Theory of operation, per call (one Request per credit granted, and a few
+// more; a connection's grant starts at 8 and doubles with use to `credits`):
 //   received -> [pulling: RDMA Reads of the Read chunk] -> executing (in the
 //   handler: on the progress thread, or a worker it hands the call to) ->
 //   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. One function
@@ -17,7 +18,8 @@
 //   connections (ProgressLoop, one per core). A call whose data
 //   fits small_payload_bytes uses its request's own registered buffer; a
 //   larger one leases a buffer from the device's pool, and running out of
-//   those is a wait (PayloadPool), not an error. On verbs, whose RC
+//   those is a wait (PayloadPool), not an error, as is a full send queue
+//   (counted per connection; see ServerConnection::post_rma). On verbs, whose RC
 //   queue pairs order a Send after the RDMA Writes before it, a reply's
 //   Writes are unsignalled and its Send is posted right behind them; the
 //   Send's completion then covers both. Elsewhere (the tcp provider, where a

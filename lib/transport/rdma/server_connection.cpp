@@ -121,6 +121,18 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
                                      });
   if (!ep) return ep.error();
   ep_ = std::move(*ep);
+  // The connection request may not tell the peer's address (verbs does not):
+  // the endpoint does. What was charged moves to that address's share.
+  rpc::Peer connected;
+  if (ep_->peer_address(connected.addr, connected.len)) {
+    const rpc::Address addr = rpc::to_v6(connected.addr);
+    if (addr != addr_) {
+      server_.budget_->release(rpc::MemoryBudget::rdma_connections, addr_, charged_);
+      server_.budget_->charge(rpc::MemoryBudget::rdma_connections, addr, charged_);
+      addr_ = addr;
+    }
+    peer_ = connected;
+  }
   sq_free_ = ep_->send_queue_size();
   if (o.send_queue_depth) sq_free_ = std::min<std::size_t>(sq_free_, o.send_queue_depth);
   chain_writes_ = ep_->orders_send_after_write() && server_.provider_ != "tcp";
