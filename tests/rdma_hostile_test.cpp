@@ -372,12 +372,12 @@ TEST_F(OverRdmaPatient, ClientsThatNeverTakeTheirRepliesHoldABoundedAmount) {
 }
 
 // What an idle RPC-over-RDMA connection costs the server: 100 connections
-// that never send a call. It was 2.3 MiB each on the tcp provider, 6.1 MiB on
-// verbs (soft-RoCE, the kernel suite), now 578 and 650 KiB (every
-// credit's buffers and every request, made at accept, and queues of 1024
-// each way); a connection now starts with 8 credits' worth and grows with
-// use. What is left on the tcp provider is mostly its own: about 450 KiB of
-// transfer entries per endpoint, made at the first posted receive.
+// that never send a call. Every credit's buffers and every request were made
+// at accept, with queues of 1024 each way: 2.3 MiB each on the tcp provider,
+// 6.1 MiB on verbs (soft-RoCE, the kernel suite). A connection now starts
+// with 8 credits' worth and grows with use: 578 and 650 KiB. What is left on
+// the tcp provider is mostly its own, about 450 KiB of transfer entries per
+// endpoint, made at the first posted receive.
 class OverRdmaManyIdle : public OverRdma {
  protected:
   std::vector<std::string> server_args() const override { return {"--max-connections-per-address", "200"}; }
