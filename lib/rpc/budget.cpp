@@ -32,28 +32,35 @@ MemoryBudget::MemoryBudget(std::size_t limit, std::size_t per_address)
   r.gauge("nfsrdma_server_memory_limit_bytes", "The memory budget (--max-memory)").set(static_cast<std::int64_t>(limit));
 }
 
-bool MemoryBudget::room(Kind kind, const Address& addr, std::size_t bytes) {
-  bool fits = used_.load(std::memory_order_relaxed) + bytes <= limit_;
-  if (fits) {
-    std::lock_guard lk(mu_);
-    auto it = by_address_.find(addr);
-    fits = addr == Address{} || (it == by_address_.end() ? 0 : it->second) + bytes <= per_address_;
-  }
-  if (!fits) refused_[kind]->inc();
-  return fits;
+bool MemoryBudget::fits_locked(const Address& addr, std::size_t bytes) const {
+  if (used_.load(std::memory_order_relaxed) + bytes > limit_) return false;
+  if (addr == Address{}) return true;  // an unknown address has no share, only the limit
+  auto it = by_address_.find(addr);
+  return (it == by_address_.end() ? 0 : it->second) + bytes <= per_address_;
+}
+
+bool MemoryBudget::room(const Address& addr, std::size_t bytes) {
+  std::lock_guard lk(mu_);
+  return fits_locked(addr, bytes);
+}
+
+bool MemoryBudget::wait(Kind kind, const Address& addr, std::size_t bytes) {
+  std::lock_guard lk(mu_);
+  if (fits_locked(addr, bytes)) return false;
+  std::size_t& need = waiting_[addr];
+  need = std::max(need, bytes);
+  refused_[kind]->inc();
+  return true;
 }
 
 bool MemoryBudget::try_charge(Kind kind, const Address& addr, std::size_t bytes) {
   {
     std::lock_guard lk(mu_);
-    std::size_t& mine = by_address_[addr];
-    std::size_t total = used_.load(std::memory_order_relaxed);
-    if ((addr != Address{} && mine + bytes > per_address_) || total + bytes > limit_) {
-      if (mine == 0) by_address_.erase(addr);
+    if (!fits_locked(addr, bytes)) {
       refused_[kind]->inc();
       return false;
     }
-    mine += bytes;
+    by_address_[addr] += bytes;
     used_.fetch_add(bytes, std::memory_order_relaxed);
   }
   held_[kind]->add(static_cast<std::int64_t>(bytes));
@@ -78,7 +85,18 @@ void MemoryBudget::release(Kind kind, const Address& addr, std::size_t bytes) {
     NFSRDMA_CHECK(it != by_address_.end() && it->second >= bytes);
     if ((it->second -= bytes) == 0) by_address_.erase(it);
     used_.fetch_sub(bytes, std::memory_order_relaxed);
-    if (waiting_.exchange(false, std::memory_order_acq_rel)) {
+    // Only a release that makes room for a waiting address wakes anyone:
+    // addresses at their share stay asleep while others' calls come and go.
+    bool room_made = false;
+    for (auto w = waiting_.begin(); w != waiting_.end();) {
+      if (fits_locked(w->first, w->second)) {
+        room_made = true;
+        w = waiting_.erase(w);
+      } else {
+        ++w;
+      }
+    }
+    if (room_made) {
       for (const auto& [id, w] : wakers_) wake.push_back(w);
     }
   }

@@ -49,18 +49,19 @@ class MemoryBudget {
   // address, all zeros, has no share: only the limit); else nothing, and
   // false (counted as back-pressure of `kind`).
   bool try_charge(Kind kind, const Address& addr, std::size_t bytes);
-  // Whether `bytes` more would fit now, charging nothing; if not, counted as
-  // back-pressure of `kind`.
-  bool room(Kind kind, const Address& addr, std::size_t bytes);
+  // Whether `bytes` more would fit now, charging nothing.
+  bool room(const Address& addr, std::size_t bytes);
   void charge(Kind kind, const Address& addr, std::size_t bytes);
   void release(Kind kind, const Address& addr, std::size_t bytes);
 
-  // `wake` runs (on the releasing thread, no lock held) after a release
-  // while someone asked to wait(); a transport registers one at start and
-  // forgets it (by the number returned) before it goes.
+  // `wake` runs (on the releasing thread, no lock held) after a release that
+  // makes room for someone who wait()ed; a transport registers one at start
+  // and forgets it (by the number returned) before it goes.
   std::size_t on_room(std::function<void()> wake);
   void forget(std::size_t waker);
-  void wait() { waiting_.store(true, std::memory_order_release); }
+  // Someone from `addr` needs `bytes` more (counted as back-pressure of
+  // `kind`); false if they fit after all (a release came first): no wait.
+  bool wait(Kind kind, const Address& addr, std::size_t bytes);
 
   std::size_t limit() const { return limit_; }
   std::size_t per_address() const { return per_address_; }
@@ -70,11 +71,13 @@ class MemoryBudget {
  private:
   const std::size_t limit_, per_address_;
   std::atomic<std::size_t> used_{0};
-  std::atomic<bool> waiting_{false};
   std::array<metrics::Gauge*, kKinds> held_{};
   std::array<metrics::Counter*, kKinds> refused_{};
-  std::mutex mu_;  // guards by_address_ and wakers_
+  bool fits_locked(const Address& addr, std::size_t bytes) const;
+
+  std::mutex mu_;  // guards by_address_, waiting_ and wakers_
   std::map<Address, std::size_t> by_address_;
+  std::map<Address, std::size_t> waiting_;  // address -> the most one of its waiters needs
   std::map<std::size_t, std::function<void()>> wakers_;
   std::size_t next_waker_ = 0;
 };

@@ -19,11 +19,11 @@ TEST(MemoryBudget, RefusesPastTheLimitAndPastAnAddressesShare) {
   EXPECT_FALSE(b.try_charge(MemoryBudget::rdma_connections, addr(3), 201)) << "past the limit";
   EXPECT_TRUE(b.try_charge(MemoryBudget::rdma_connections, addr(3), 200));
   EXPECT_EQ(b.used(), 1000u);
-  EXPECT_FALSE(b.room(MemoryBudget::tcp_calls, addr(4), 1));
+  EXPECT_FALSE(b.room(addr(4), 1));
   b.release(MemoryBudget::tcp_calls, addr(1), 400);
   EXPECT_EQ(b.used_by(addr(1)), 0u);
-  EXPECT_TRUE(b.room(MemoryBudget::tcp_calls, addr(4), 400));
-  EXPECT_FALSE(b.room(MemoryBudget::tcp_calls, addr(4), 401));
+  EXPECT_TRUE(b.room(addr(4), 400));
+  EXPECT_FALSE(b.room(addr(4), 401));
 }
 
 TEST(MemoryBudget, WhatIsAlreadyHeldIsCountedEvenPastTheLimit) {
@@ -35,15 +35,20 @@ TEST(MemoryBudget, WhatIsAlreadyHeldIsCountedEvenPastTheLimit) {
   EXPECT_TRUE(b.try_charge(MemoryBudget::mount, addr(1), 1));
 }
 
-TEST(MemoryBudget, AReleaseWakesOnlyThoseWhoAskedToWait) {
-  MemoryBudget b(100, 100);
+TEST(MemoryBudget, AReleaseWakesOnlyWhenItMakesRoomForAWaiter) {
+  MemoryBudget b(100, 60);
   int woken = 0;
   b.on_room([&] { ++woken; });
-  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(1), 50));
-  b.release(MemoryBudget::tcp_records, addr(1), 10);
-  EXPECT_EQ(woken, 0);
-  b.wait();
-  b.release(MemoryBudget::tcp_records, addr(1), 10);
+  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(1), 60));
+  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(2), 30));
+  b.release(MemoryBudget::tcp_records, addr(2), 10);
+  EXPECT_EQ(woken, 0) << "woken with nobody waiting";
+  EXPECT_TRUE(b.wait(MemoryBudget::tcp_calls, addr(1), 20));  // at its share
+  EXPECT_FALSE(b.wait(MemoryBudget::tcp_calls, addr(3), 20)) << "there is room for another address";
+  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(2), 10));
+  b.release(MemoryBudget::tcp_records, addr(2), 30);
+  EXPECT_EQ(woken, 0) << "another address's release gave the waiter no room";
+  b.release(MemoryBudget::tcp_records, addr(1), 30);
   EXPECT_EQ(woken, 1);
   b.release(MemoryBudget::tcp_records, addr(1), 10);
   EXPECT_EQ(woken, 1) << "woken again without a new wait()";

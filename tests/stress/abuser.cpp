@@ -8,10 +8,13 @@
 //   log-forge     MOUNT paths with newlines and escape codes, 50 a second
 //   connect-flood connects and hangs up 100 times a second
 //   rdma-never-read  RPC-over-RDMA: 32 READs of 1 MiB with Write chunks, never polled
+// --connections N runs N of the kind at once, each with its own connections.
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <mutex>
 #include <chrono>
 #include <thread>
 
@@ -67,6 +70,15 @@ nfs3::nfs_fh3 file_handle(const Target& t) {
   return lr.object;
 }
 
+// The file's handle, looked up once for all of a process's copies (each
+// lookup takes a MOUNT connection of the address's few).
+const nfs3::nfs_fh3& shared_file_handle(const Target& t) {
+  static std::once_flag once;
+  static nfs3::nfs_fh3 fh;
+  std::call_once(once, [&] { fh = file_handle(t); });
+  return fh;
+}
+
 void idle(const Target& t, Clock::time_point end) {
   std::vector<tcp::Fd> held(8);
   while (Clock::now() < end) {
@@ -78,7 +90,7 @@ void idle(const Target& t, Clock::time_point end) {
 }
 
 void never_read(const Target& t, Clock::time_point end) {
-  const auto fh = file_handle(t);
+  const auto fh = shared_file_handle(t);
   std::vector<std::uint8_t> args;
   xdr::encode(args, nfs3::READ3args{fh, 0, 1 << 20});
   std::uint32_t xid = 1;
@@ -93,7 +105,7 @@ void never_read(const Target& t, Clock::time_point end) {
 }
 
 void fragments(const Target& t, Clock::time_point end) {
-  const auto fh = file_handle(t);
+  const auto fh = shared_file_handle(t);
   const std::string data(1 << 20, 'f');
   std::vector<std::uint8_t> args;
   xdr::encode(args, nfs3::WRITE3args{fh, 0, 1 << 20, nfs3::stable_how::UNSTABLE,
@@ -140,7 +152,7 @@ void connect_flood(const Target& t, Clock::time_point end) {
 }
 
 void rdma_never_read(const Target& t, Clock::time_point end) {
-  const auto fh = file_handle(t);
+  const auto fh = shared_file_handle(t);
   std::uint32_t xid = 1;
   while (Clock::now() < end) {
     try {
@@ -177,18 +189,28 @@ int main(int argc, char** argv) {
   app.add_option("--export", t.export_path, "Exported path (kinds that need a file)");
   app.add_option("--file", t.file, "A file in the export, at least 1 MiB (never-read, fragments)");
   app.add_option("--seconds", seconds, "How long to keep at it")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  unsigned copies = 1;
+  app.add_option("--connections", copies, "How many of the kind at once")->capture_default_str()->check(
+      CLI::Range(1u, 1024u));
   CLI11_PARSE(app, argc, argv);
   const auto end = Clock::now() + std::chrono::milliseconds(static_cast<long>(seconds * 1000));
-  try {
-    if (kind == "idle") idle(t, end);
-    else if (kind == "never-read") never_read(t, end);
-    else if (kind == "fragments") fragments(t, end);
-    else if (kind == "log-forge") log_forge(t, end);
-    else if (kind == "connect-flood") connect_flood(t, end);
-    else rdma_never_read(t, end);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "abuser %s: %s\n", kind.c_str(), e.what());
-    return 1;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> all;
+  for (unsigned i = 0; i < copies; ++i) {
+    all.emplace_back([&] {
+      try {
+        if (kind == "idle") idle(t, end);
+        else if (kind == "never-read") never_read(t, end);
+        else if (kind == "fragments") fragments(t, end);
+        else if (kind == "log-forge") log_forge(t, end);
+        else if (kind == "connect-flood") connect_flood(t, end);
+        else rdma_never_read(t, end);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "abuser %s: %s\n", kind.c_str(), e.what());
+        ++failed;
+      }
+    });
   }
-  return 0;
+  for (auto& th : all) th.join();
+  return failed ? 1 : 0;
 }

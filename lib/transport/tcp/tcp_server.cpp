@@ -287,16 +287,16 @@ TcpServer::~TcpServer() {
 }
 
 bool TcpServer::budget_allows(int fd, const rpc::Address& addr) {
-  if (budget_->room(rpc::MemoryBudget::tcp_calls, addr, step_bytes_)) return true;
+  if (budget_->room(addr, step_bytes_)) return true;
   {
     std::lock_guard lk(resume_mu_);
     if (std::find(budget_waiting_.begin(), budget_waiting_.end(), fd) == budget_waiting_.end()) {
       budget_waiting_.push_back(fd);
     }
   }
-  // ORDER: wait, then look again: a release between the two wakes us.
-  budget_->wait();
-  return budget_->room(rpc::MemoryBudget::tcp_calls, addr, step_bytes_);
+  // ORDER: listed, then the wait: a release that makes room after it wakes
+  // every listed connection; one before it, and wait() says there is room.
+  return !budget_->wait(rpc::MemoryBudget::tcp_calls, addr, step_bytes_);
 }
 
 void TcpServer::on_budget_room() {
