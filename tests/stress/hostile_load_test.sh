@@ -20,16 +20,10 @@ head -c 1M /dev/zero >"$EXPORT/target"
 RDMA=1 SERVER_EXTRA="--idle-timeout 5 --rdma-timeout 2" start_server "$EXPORT 127.0.0.0/8(rw,no_root_squash,insecure)"
 
 good_jobs() {  # SECONDS OUTPUT.json
-  local args=() i t port
-  for i in 1 2 3 4; do
-    t=$([ "$i" -le 2 ] && echo rdma || echo tcp)
-    port=$([ "$t" = rdma ] && echo "$RDMA_PORT" || echo "$NFS_PORT")
-    args+=(--name="good$i" --ioengine="external:$FIO_ENGINE" --nfs_export="127.0.0.1:$EXPORT" --nfs_transport="$t"
-           --nfs_port="$port" --nfs_mount_port="$MOUNT_PORT" --nfs_provider=tcp --filename="good$i" --size=64M
-           --rw=randwrite --bs=64k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=1
-           --time_based --runtime="$1")
-  done
-  fio --output-format=json --output="$2" "${args[@]}" >"$2.log" 2>&1 || { tail -20 "$2.log"; fail "fio failed"; }
+  GOOD_ARGS=()
+  local i
+  for i in 1 2 3 4; do good_job "good$i" "$([ "$i" -le 2 ] && echo rdma || echo tcp)" 64M "$1"; done
+  fio --output-format=json --output="$2" "${GOOD_ARGS[@]}" >"$2.log" 2>&1 || { tail -20 "$2.log"; fail "fio failed"; }
 }
 # MiB/s written and verified, over every job; fails on any fio error.
 throughput() {

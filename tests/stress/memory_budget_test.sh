@@ -22,15 +22,10 @@ RDMA=1 SERVER_EXTRA="--max-memory ${BUDGET_MIB}M --max-memory-per-address 48M --
   start_server "$EXPORT 127.0.0.0/8(rw,no_root_squash,insecure)"
 
 good_jobs() {  # SECONDS OUTPUT.json
-  local args=() t port
-  for t in rdma tcp; do
-    port=$([ "$t" = rdma ] && echo "$RDMA_PORT" || echo "$NFS_PORT")
-    args+=(--name="good-$t" --ioengine="external:$FIO_ENGINE" --nfs_export="127.0.0.1:$EXPORT" --nfs_transport="$t"
-           --nfs_port="$port" --nfs_mount_port="$MOUNT_PORT" --nfs_provider=tcp --filename="good-$t" --size=32M
-           --rw=randwrite --bs=64k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=1
-           --time_based --runtime="$1")
-  done
-  fio --output-format=json --output="$2" "${args[@]}" >"$2.log" 2>&1 || { tail -20 "$2.log"; fail "fio failed"; }
+  GOOD_ARGS=()
+  good_job good-rdma rdma 32M "$1"
+  good_job good-tcp tcp 32M "$1"
+  fio --output-format=json --output="$2" "${GOOD_ARGS[@]}" >"$2.log" 2>&1 || { tail -20 "$2.log"; fail "fio failed"; }
   python3 -c "import json,sys; j=json.load(open('$2')); sys.exit(any(x['error'] for x in j['jobs']))" ||
     fail "fio reported an error (verify included)"
 }
