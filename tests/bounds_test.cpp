@@ -285,7 +285,9 @@ TEST_F(Bounds, MountSpellingsAreOneEntryAndTheListIsCapped) {
     auto r = rpc::call_sync(good_->mount(), mount3::kProgram, mount3::kVersion, 2, {}, good_->auth(), 5000);
     EXPECT_TRUE(r.ok()) << "DUMP: " << (r.ok() ? "" : r.error().describe());
     mount3::MountList ml;
-    if (r.ok()) EXPECT_TRUE(xdr::decode(*r, ml).ok());
+    if (r.ok()) {
+      EXPECT_TRUE(xdr::decode(*r, ml).ok());
+    }
     return ml;
   };
   mount3::MountList ml = dump();

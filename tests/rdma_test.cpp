@@ -23,7 +23,7 @@ TEST_F(OverRdma, NullAndGetattr) {
 }
 
 // A connection starts with 8 credits, so an idle one holds the buffers of 8
-// calls; while half are in use the grant doubles, to the server's --credits.
+// calls; while a quarter are in use the grant doubles, to the server's --credits.
 TEST_F(OverRdma, CreditsGrowWithUseToTheServersGrant) {
   ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
   EXPECT_EQ(rdma_->credits(), 8u);
@@ -334,23 +334,25 @@ TEST_F(OverRdmaSmallSendQueue, AFullSendQueueIsAWaitNotADisconnect) {
     files.push_back(file_with("sq" + std::to_string(i), std::string(kBlock, 'z')));
   }
   for (int round = 0; round < 4; ++round) {
-    std::vector<std::future<bool>> done;
+    std::vector<std::future<std::string>> done;  // empty, or what went wrong
     for (int i = 0; i < kFiles; ++i) {
-      done.push_back(std::async(std::launch::async, [&, i] {
+      done.push_back(std::async(std::launch::async, [&, i]() -> std::string {
         WRITE3args w{files[i], 0, kBlock, stable_how::UNSTABLE,
                      {reinterpret_cast<const std::uint8_t*>(data[i].data()), data[i].size()}};
         std::vector<std::uint8_t> a;
         xdr::encode(a, w);
         auto wr = rdma_raw(*rdma_, Proc::WRITE, a, {0, 0, true, kBlock});
-        if (!wr) return false;
+        if (!wr) return "WRITE: " + wr.error().describe();
         std::vector<std::uint8_t> ra;
         xdr::encode(ra, READ3args{files[(i + 1) % kFiles], 0, kBlock});
         auto rd = rdma_raw(*rdma_, Proc::READ, ra, {kBlock + 256, kBlock});
+        if (!rd) return "READ: " + rd.error().describe();
         READ3res r;
-        return rd && xdr::decode(*rd, r).ok() && r.status == NFS3_OK && r.count == kBlock;
+        if (!xdr::decode(*rd, r).ok() || r.status != NFS3_OK || r.count != kBlock) return "READ: a bad reply";
+        return {};
       }));
     }
-    for (auto& f : done) EXPECT_TRUE(f.get()) << "a call failed in round " << round;
+    for (auto& f : done) EXPECT_EQ(f.get(), "") << "in round " << round;
   }
   for (int i = 0; i < kFiles; ++i) {
     std::ifstream disk(dir_.path() + "/sq" + std::to_string(i), std::ios::binary);

@@ -68,6 +68,7 @@ bool ServerConnection::admit_memory() {
 Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   const auto& o = server_.options_;
   granted_ = std::min(kInitialCredits, o.credits);
+  metrics_.granted.add(granted_);  // ~ServerConnection takes granted_ back, set up or not
   peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(req.private_data), o.inline_bytes);
   auto dev = server_.device_for(req);
   if (!dev) return dev.error();
@@ -91,7 +92,6 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   for (std::size_t i = 0; i < recv_ctx_.size(); ++i) recv_ctx_[i] = {{{}, CtxKind::recv}, i};
   for (std::size_t i = 0; i < send_ctx_.size(); ++i) send_ctx_[i] = {{{}, CtxKind::send}, i, kNoRequest};
   add_requests(usable_requests());
-  metrics_.granted.add(granted_);
   rpcrdma::ConnectPrivate mine;
   mine.send_size = o.inline_bytes;
   mine.recv_size = o.inline_bytes;
@@ -139,7 +139,7 @@ Result<void> ServerConnection::setup(const fabric::ConnectRequest& req) {
   return {};
 }
 
-// While half the credits granted are in use, twice as many (up to
+// While a quarter of the credits granted are in use, twice as many (up to
 // --credits): receives posted first, then the grant the next reply carries
 // (RFC 8166 §3.3.1: never more credits than receives posted). Credits never
 // shrink; an idle connection is closed after --idle-timeout anyway. Each
@@ -152,7 +152,7 @@ void ServerConnection::maybe_grow() {
     std::lock_guard lk(mu_);
     in_use = usable_requests() - free_requests_.size();
   }
-  if (in_use * 2 < granted_) return;
+  if (in_use * 4 < granted_) return;
   const std::uint32_t next = std::min(o.credits, granted_ * 2);
   const std::size_t more = bytes_for(next) - bytes_for(granted_);
   if (!server_.budget_->try_charge(rpc::MemoryBudget::rdma_connections, addr_, more)) {
@@ -339,6 +339,7 @@ void ServerConnection::release(Request& r) {
   r.rma_left = 0;
   r.chained = false;
   r.sq_held = 0;
+  r.sq_queued = false;
   r.rma_posted = 0;
   r.holds_recv = false;
   r.placed_at.reset();

@@ -32,7 +32,7 @@ namespace server_detail {
 constexpr std::size_t kRequestSlack = 16;
 constexpr std::size_t kErrorSends = 16;
 // A connection starts with this many credits and doubles them, up to
-// --credits, while half are in use (grow()): an idle connection holds the
+// --credits, while a quarter are in use (maybe_grow()): an idle connection holds the
 // buffers of a few calls, not of 128.
 constexpr std::uint32_t kInitialCredits = 8;
 constexpr std::size_t kNoRequest = SIZE_MAX;
