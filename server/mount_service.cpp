@@ -136,16 +136,6 @@ mount3::MountList MountList::dump(std::size_t max_bytes) {
   return list;
 }
 
-std::size_t MountList::size() {
-  std::lock_guard lk(mu_);
-  return order_.size();
-}
-
-std::size_t MountList::bytes() {
-  std::lock_guard lk(mu_);
-  return bytes_;
-}
-
 std::string MountService::canonical(const std::string& path) const {
   auto [ex, rest] = export_of(exports_, path);
   if (!ex) return joined("/", normalised_components(path));

@@ -33,8 +33,6 @@ class MountList {
   void remove_host(const std::string& host);
   // The oldest first, as many as fit in `max_bytes` of DUMP reply.
   mount3::MountList dump(std::size_t max_bytes);
-  std::size_t size();
-  std::size_t bytes();  // what the entries hold
   // Charged to `budget` as it changes (bounded by the caps: counted, never
   // refused). Before the first add().
   void charge_to(rpc::MemoryBudget* budget) { budget_ = budget; }
@@ -48,7 +46,7 @@ class MountList {
   std::list<Key> order_;  // oldest first
   std::map<Key, std::list<Key>::iterator> index_;
   std::map<std::string, std::size_t> per_host_;
-  std::size_t bytes_ = 0;
+  std::size_t bytes_ = 0;  // what the entries hold, charged to budget_
   rpc::MemoryBudget* budget_ = nullptr;
 };
 

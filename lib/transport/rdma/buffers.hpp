@@ -40,7 +40,6 @@ class SlotPool {
   std::span<std::uint8_t> slot(std::size_t i) { return {memory_.data() + i * slot_bytes_, slot_bytes_}; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   std::size_t count() const { return count_; }
-  std::size_t registered() const { return registered_; }
   std::size_t available();
   const fabric::MemoryRegion& region(std::size_t slot) const;
   void* desc(std::size_t slot) const { return region(slot).desc(); }
