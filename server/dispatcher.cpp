@@ -8,6 +8,8 @@
 #include "lib/base/log.hpp"
 #include "lib/base/siphash.hpp"
 #include "lib/nfs3/mount3.hpp"
+#include "lib/nfs3/nlm4.hpp"
+#include "lib/nfs3/nsm1.hpp"
 
 namespace nfsrdma::server {
 
@@ -19,11 +21,19 @@ struct Program {
   const char* name;
 };
 
-Program program_for(int listener) {
+constexpr Program kProgramTable[] = {{nfs3::kProgram, nfs3::kVersion, "NFS"},
+                                  {mount3::kProgram, mount3::kVersion, "MOUNT"},
+                                  {portmap2::kProgram, portmap2::kVersion, "PORTMAP"},
+                                  {nlm4::kProgram, nlm4::kVersion, "NLM"},
+                                  {nsm1::kProgram, nsm1::kVersion, "NSM"}};
+
+// The program a call on `listener` is for; on the lock port, the one it names.
+Program program_for(int listener, std::uint32_t prog) {
   switch (listener) {
-    case kNfsListener: return {nfs3::kProgram, nfs3::kVersion, "NFS"};
-    case kMountListener: return {mount3::kProgram, mount3::kVersion, "MOUNT"};
-    case kPortmapListener: return {portmap2::kProgram, portmap2::kVersion, "PORTMAP"};
+    case kNfsListener: return kProgramTable[0];
+    case kMountListener: return kProgramTable[1];
+    case kPortmapListener: return kProgramTable[2];
+    case kLockListener: return prog == nsm1::kProgram ? kProgramTable[4] : kProgramTable[3];
     default: return {0, 0, "?"};
   }
 }
@@ -31,6 +41,8 @@ Program program_for(int listener) {
 const char* proc_name(const Program& p, std::uint32_t proc) {
   if (p.prog == nfs3::kProgram) return nfs3::proc_name(proc);
   if (p.prog == mount3::kProgram) return mount3::proc_name(proc);
+  if (p.prog == nlm4::kProgram) return nlm4::proc_name(proc);
+  if (p.prog == nsm1::kProgram) return nsm1::proc_name(proc);
   return portmap2::proc_name(proc);
 }
 
@@ -38,8 +50,9 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
 
-Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc)
-    : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc),
+Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc,
+                       NlmService* nlm, StatusMonitor* nsm)
+    : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc), nlm_(nlm), nsm_(nsm),
       drc_hits_(metrics::registry().counter("nfsrdma_server_drc_hits_total",
                                             "Retransmitted calls answered from the duplicate request cache")),
       inline_ran_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "ran"}})),
@@ -51,19 +64,20 @@ Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* por
                   &r.counter("nfsrdma_server_errors_total", "Calls answered with an RPC error or a non-OK status", l),
                   &r.histogram("nfsrdma_server_call_seconds", "Time from a call's arrival to its reply", l)};
   };
-  const Program programs[] = {program_for(kNfsListener), program_for(kMountListener), program_for(kPortmapListener)};
-  for (std::uint32_t p = 0; p < 3; ++p) {
+  for (std::uint32_t p = 0; p < kPrograms; ++p) {
     for (std::uint32_t proc = 0; proc < kProcs; ++proc) {
-      const char* name = proc_name(programs[p], proc);
-      series_[p * kProcs + proc] = make(programs[p].name, name);
+      const char* name = proc_name(kProgramTable[p], proc);
+      if (std::string_view(name) != "?") series_[p * kProcs + proc] = make(kProgramTable[p].name, name);
     }
   }
   series_.back() = make("other", "other");
 }
 
 Dispatcher::Series& Dispatcher::series(std::uint32_t prog, std::uint32_t proc) {
-  std::uint32_t p = prog == nfs3::kProgram ? 0 : prog == mount3::kProgram ? 1 : prog == portmap2::kProgram ? 2 : 3;
-  return p < 3 && proc < kProcs ? series_[p * kProcs + proc] : series_.back();
+  std::uint32_t p = 0;
+  while (p < kPrograms && kProgramTable[p].prog != prog) ++p;
+  if (p == kPrograms || proc >= kProcs || !series_[p * kProcs + proc].calls) return series_.back();
+  return series_[p * kProcs + proc];
 }
 
 // The DRC's checksum of a call: its length and at most its first 256 bytes
@@ -133,7 +147,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     rpc::encode_rpc_mismatch(out, h->xid);
     return send();
   }
-  const Program prog = program_for(call.listener);
+  const Program prog = program_for(call.listener, h->prog);
   if (h->prog != prog.prog) {
     NFSRDMA_LOG_LIMITED(info, "rpc: {} called program {} on the {} port", peer.describe(), h->prog, prog.name);
     rpc::encode_accepted(out, h->xid, rpc::AcceptStat::prog_unavail);
@@ -195,7 +209,11 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     stat = nfs_.handle(ctx, h->proc, d, out, reply);
   } else if (prog.prog == mount3::kProgram) {
     stat = mount_.handle(ctx, h->proc, d, out);
-  } else if (portmap_) {
+  } else if (prog.prog == nlm4::kProgram && nlm_) {
+    stat = nlm_->handle(ctx, h->proc, d, out);
+  } else if (prog.prog == nsm1::kProgram && nsm_) {
+    stat = nsm_->handle(ctx, h->proc, d, out);
+  } else if (prog.prog == portmap2::kProgram && portmap_) {
     stat = portmap_->handle(ctx, h->proc, d, out);
   } else {
     stat = rpc::AcceptStat::prog_unavail;

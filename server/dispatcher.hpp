@@ -10,15 +10,19 @@
 #include "server/drc.hpp"
 #include "server/mount_service.hpp"
 #include "server/nfs_service.hpp"
+#include "server/nlm_service.hpp"
 #include "server/portmap_service.hpp"
 
 namespace nfsrdma::server {
 
-enum Listener : int { kNfsListener = 1, kMountListener = 2, kPortmapListener = 3 };
+// kLockListener serves NLM and NSM on one port, told apart by program number.
+enum Listener : int { kNfsListener = 1, kMountListener = 2, kPortmapListener = 3, kLockListener = 4 };
 
 class Dispatcher {
  public:
-  Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc);
+  // `portmap` and `nlm` (with `nsm`) may be null: programs not served.
+  Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc,
+             NlmService* nlm = nullptr, StatusMonitor* nsm = nullptr);
 
   // Runs on a worker thread; always ends in send() or drop() on the channel.
   void handle(rpc::IncomingCall&& call);
@@ -40,6 +44,8 @@ class Dispatcher {
   MountService& mount_;
   PortmapService* portmap_;
   DuplicateRequestCache& drc_;
+  NlmService* nlm_;
+  StatusMonitor* nsm_;
 
   // Per program and procedure, made once: calls, errors (RPC or NFS status)
   // and how long each took from arrival to reply.
@@ -49,7 +55,8 @@ class Dispatcher {
     metrics::Histogram* seconds;
   };
   static constexpr std::uint32_t kProcs = 32;
-  std::array<Series, 3 * kProcs + 1> series_{};  // NFS, MOUNT, PORTMAP; the last for anything else
+  static constexpr std::uint32_t kPrograms = 5;  // NFS, MOUNT, PORTMAP, NLM, NSM
+  std::array<Series, kPrograms * kProcs + 1> series_{};  // the last for anything else
   Series& series(std::uint32_t prog, std::uint32_t proc);
   bool run(rpc::IncomingCall& call, bool may_block);
   metrics::Counter& drc_hits_;

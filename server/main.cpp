@@ -95,7 +95,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
   app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")
       ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
-  app.add_option("--state-dir", cfg.state_dir, "Where the file handle key is kept")->capture_default_str();
+  app.add_option("--state-dir", cfg.state_dir,
+                 "Where the file handle key, the NSM state number and the clients holding locks are kept")
+      ->capture_default_str();
+  bool no_nlm = false;
+  app.add_flag("--no-nlm", no_nlm, "Serve no network locks (NLM and NSM); clients must mount with nolock");
+  app.add_option("--nlm-port", cfg.nlm_port, "TCP port of NLM and NSM (network locks); 0: any free port")
+      ->capture_default_str();
+  double grace_s = 90;
+  app.add_option("--grace", grace_s,
+                 "Seconds after a start in which only reclaimed locks are granted, when clients held locks before it")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--max-locks-per-client", cfg.lock_limits.ranges_per_address,
+                 "Lock ranges one client address may hold (and as many shares); past it NLM4_DENIED_NOLOCKS")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   std::string metrics_address;
   app.add_option("--metrics", metrics_address, "Serve Prometheus metrics on HOST:PORT (GET /metrics)");
   app.add_flag("-v,--verbose", verbose, "Log at debug level");
@@ -104,6 +117,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   cfg.register_rpcbind = !no_register;
   cfg.rdma = !no_rdma;
+  cfg.nlm = !no_nlm;
+  cfg.grace = std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
   cfg.rdma_options.rma_timeout = std::chrono::milliseconds(static_cast<long>(rdma_timeout_s * 1000));
   cfg.rdma_options.poll_time = std::chrono::microseconds(static_cast<long>(poll_us));
   cfg.admission.idle_timeout = std::chrono::milliseconds(static_cast<long>(idle_timeout_s * 1000));

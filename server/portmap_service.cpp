@@ -25,12 +25,6 @@ void PortmapService::add(const mapping& m) {
 
 rpc::AcceptStat PortmapService::handle(const CallContext& ctx, std::uint32_t proc, xdr::Decoder& in,
                                        xdr::Encoder& out) {
-  auto local = [&] {
-    auto a = to_v6(ctx.peer.addr);
-    static const std::uint8_t v4_loopback_prefix[13] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127};
-    static const std::uint8_t v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    return std::equal(a.begin(), a.begin() + 13, v4_loopback_prefix) || std::equal(a.begin(), a.end(), v6_loopback);
-  };
   switch (static_cast<Proc>(proc)) {
     case Proc::NULL_:
       return rpc::AcceptStat::success;
@@ -39,7 +33,7 @@ rpc::AcceptStat PortmapService::handle(const CallContext& ctx, std::uint32_t pro
       mapping m;
       if (!xdr::decode(in, m).ok()) return rpc::AcceptStat::garbage_args;
       bool ok = false;
-      if (local()) {  // only processes on this host may change the map
+      if (rpc::is_loopback(ctx.peer.addr)) {  // only processes on this host may change the map
         std::lock_guard lk(mu_);
         auto same = [&](const mapping& e) {
           return e.prog == m.prog && e.vers == m.vers && (proc == 2 || e.prot == m.prot);

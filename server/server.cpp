@@ -1,10 +1,12 @@
 #include "server/server.hpp"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <optional>
 
 #include "lib/base/log.hpp"
+#include "lib/nfs3/nsm1.hpp"
 
 namespace nfsrdma::server {
 
@@ -31,7 +33,20 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   s->mount_ = std::make_unique<MountService>(s->exports_);
   s->mount_->mounts().charge_to(s->budget_.get());
   if (config.portmap) s->portmap_ = std::make_unique<PortmapService>();
-  s->dispatcher_ = std::make_unique<Dispatcher>(*s->nfs_, *s->mount_, s->portmap_.get(), s->drc_);
+  if (config.nlm) {
+    auto nsm = StatusMonitor::open(config.state_dir);
+    if (!nsm) return nsm.error();
+    s->nsm_ = std::move(*nsm);
+    std::string name = config.bind_address;
+    if (name.empty()) {
+      char host[256] = "";
+      ::gethostname(host, sizeof host - 1);
+      name = host;
+    }
+    s->nlm_ = std::make_unique<NlmService>(s->exports_, *s->nsm_, config.lock_limits, config.grace, name);
+  }
+  s->dispatcher_ = std::make_unique<Dispatcher>(*s->nfs_, *s->mount_, s->portmap_.get(), s->drc_, s->nlm_.get(),
+                                                s->nsm_.get());
   Dispatcher* d = s->dispatcher_.get();
   s->pool_ = std::make_unique<ThreadPool<rpc::IncomingCall>>(config.threads,
                                                               [d](rpc::IncomingCall&& call) { d->handle(std::move(call)); });
@@ -54,6 +69,12 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     auto p = s->tcp_->add_listener(config.bind_address, config.portmap_port, kPortmapListener);
     if (!p) return p.error();
     pm_port = *p;
+  }
+  std::optional<std::uint16_t> lock_port;
+  if (config.nlm) {
+    auto p = s->tcp_->add_listener(config.bind_address, config.nlm_port, kLockListener);
+    if (!p) return p.error();
+    lock_port = *p;
   }
   if (config.rdma) {
     rdma::RdmaServerOptions ro = config.rdma_options;
@@ -81,6 +102,10 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
       {nfs3::kProgram, nfs3::kVersion, portmap2::IPPROTO_TCP_, *nfs_port},
       {mount3::kProgram, mount3::kVersion, portmap2::IPPROTO_TCP_, *mount_port},
   };
+  if (lock_port) {
+    maps.push_back({nlm4::kProgram, nlm4::kVersion, portmap2::IPPROTO_TCP_, *lock_port});
+    maps.push_back({nsm1::kProgram, nsm1::kVersion, portmap2::IPPROTO_TCP_, *lock_port});
+  }
   if (pm_port) {
     // Nothing is served before run(), so the map is complete before any GETPORT.
     s->portmap_->add({portmap2::kProgram, portmap2::kVersion, portmap2::IPPROTO_TCP_, *pm_port});
@@ -95,6 +120,11 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   if (s->rdma_) {
     spdlog::info("listening: NFSv3 over RPC-RDMA on port {} (libfabric provider {}, {} credits)", s->rdma_->port(),
                  s->rdma_->provider(), config.rdma_options.credits);
+  }
+  if (lock_port) {
+    spdlog::info("listening: NLMv4 and NSMv1 (network locks) on tcp port {}, NSM state {}", *lock_port,
+                 s->nsm_->state());
+    s->nlm_->notify_restart();
   }
   spdlog::info("listening: NFSv3 on tcp port {}, MOUNTv3 on tcp port {}, {} worker threads", *nfs_port, *mount_port,
                config.threads);

@@ -29,6 +29,12 @@ struct ServerConfig {
   std::size_t max_memory_per_address = 0;
   NfsLimits limits;
   std::string state_dir = "/var/lib/nfsrdma";
+  // Network locks: NLM v4 and NSM v1 on one TCP port (0: any free one),
+  // registered like NFS and MOUNT.
+  bool nlm = true;
+  std::uint16_t nlm_port = 0;
+  std::chrono::milliseconds grace{90'000};
+  LockLimits lock_limits;
   // RPC-over-RDMA: on by default; a provider named explicitly must work, the
   // default one may be missing (the server then serves TCP only and says so).
   bool rdma = true;
@@ -61,6 +67,8 @@ class Server {
   std::unique_ptr<NfsService> nfs_;
   std::unique_ptr<MountService> mount_;
   std::unique_ptr<PortmapService> portmap_;
+  std::unique_ptr<StatusMonitor> nsm_;
+  std::unique_ptr<NlmService> nlm_;  // ORDER: after nsm_, which it uses
   DuplicateRequestCache drc_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<ThreadPool<rpc::IncomingCall>> pool_;

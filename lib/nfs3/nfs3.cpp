@@ -1,6 +1,8 @@
 // Names for logs and the few size computations the server needs.
 #include "lib/nfs3/mount3.hpp"
 #include "lib/nfs3/nfs3_procs.hpp"
+#include "lib/nfs3/nlm4.hpp"
+#include "lib/nfs3/nsm1.hpp"
 #include "lib/nfs3/portmap2.hpp"
 
 namespace nfsrdma {
@@ -81,6 +83,27 @@ const char* mount3::proc_name(std::uint32_t proc) {
 const char* portmap2::proc_name(std::uint32_t proc) {
   static const char* const kNames[] = {"NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT"};
   return proc < 6 ? kNames[proc] : "?";
+}
+
+const char* nlm4::proc_name(std::uint32_t proc) {
+  static const char* const kNames[kProcCount] = {
+      "NULL", "TEST", "LOCK", "CANCEL", "UNLOCK", "GRANTED", "TEST_MSG", "LOCK_MSG", "CANCEL_MSG", "UNLOCK_MSG",
+      "GRANTED_MSG", "TEST_RES", "LOCK_RES", "CANCEL_RES", "UNLOCK_RES", "GRANTED_RES", "?", "?", "?", "?",
+      "SHARE", "UNSHARE", "NM_LOCK", "FREE_ALL"};
+  return proc < kProcCount ? kNames[proc] : "?";
+}
+
+const char* nlm4::stat_name(nlm4_stats s) {
+  static const char* const kNames[] = {"NLM4_GRANTED", "NLM4_DENIED", "NLM4_DENIED_NOLOCKS", "NLM4_BLOCKED",
+                                       "NLM4_DENIED_GRACE_PERIOD", "NLM4_DEADLCK", "NLM4_ROFS", "NLM4_STALE_FH",
+                                       "NLM4_FBIG", "NLM4_FAILED"};
+  auto i = static_cast<std::uint32_t>(s);
+  return i < 10 ? kNames[i] : "?";
+}
+
+const char* nsm1::proc_name(std::uint32_t proc) {
+  static const char* const kNames[kProcCount] = {"NULL", "STAT", "MON", "UNMON", "UNMON_ALL", "SIMU_CRASH", "NOTIFY"};
+  return proc < kProcCount ? kNames[proc] : "?";
 }
 
 }  // namespace nfsrdma

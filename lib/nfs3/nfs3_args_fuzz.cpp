@@ -1,10 +1,12 @@
-// Fuzzes every NFSv3, MOUNTv3 and PORTMAPv2 argument decoder a client can reach,
+// Fuzzes every NFSv3, MOUNTv3, PORTMAPv2, NLMv4 and NSMv1 argument decoder a client can reach,
 // plus the result decoders a server can reach in our client. The first byte picks
 // the decoder; a successful decode is re-encoded and must decode to the same bytes.
 #include <cstdlib>
 
 #include "lib/nfs3/mount3.hpp"
 #include "lib/nfs3/nfs3_procs.hpp"
+#include "lib/nfs3/nlm4.hpp"
+#include "lib/nfs3/nsm1.hpp"
 #include "lib/nfs3/portmap2.hpp"
 
 namespace {
@@ -32,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1) return 0;
   std::span<const std::uint8_t> in(data + 1, size - 1);
   using namespace nfsrdma::nfs3;
-  switch (data[0] % 34) {
+  switch (data[0] % 48) {
     case 0: run<FhArgs>(in); break;
     case 1: run<SETATTR3args>(in); break;
     case 2: run<diropargs3>(in); break;
@@ -67,6 +69,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 31: run<PATHCONF3res>(in); break;
     case 32: run<COMMIT3res>(in); break;
     case 33: run<mount3::MNT3res>(in); break;
+    case 34: run<nlm4::nlm4_testargs>(in); break;
+    case 35: run<nlm4::nlm4_lockargs>(in); break;
+    case 36: run<nlm4::nlm4_cancargs>(in); break;
+    case 37: run<nlm4::nlm4_unlockargs>(in); break;
+    case 38: run<nlm4::nlm4_shareargs>(in); break;
+    case 39: run<nlm4::nlm4_notify>(in); break;
+    case 40: run<nlm4::nlm4_res>(in); break;
+    case 41: run<nlm4::nlm4_testres>(in); break;
+    case 42: run<nlm4::nlm4_shareres>(in); break;
+    case 43: run<nsm1::sm_name>(in); break;
+    case 44: run<nsm1::mon>(in); break;
+    case 45: run<nsm1::mon_id>(in); break;
+    case 46: run<nsm1::stat_chge>(in); break;
+    case 47: run<nsm1::sm_stat_res>(in); break;
   }
   return 0;
 }

@@ -3,27 +3,14 @@
 #include "lib/nfs3/mount3.hpp"
 #include "lib/nfs3/nfs3_procs.hpp"
 #include "lib/nfs3/portmap2.hpp"
+#include "lib/xdr/xdr_testing.hpp"
 
 namespace nfsrdma::nfs3 {
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
-
-template <class T>
-Bytes enc(const T& v) {
-  Bytes out;
-  xdr::encode(out, v);
-  return out;
-}
-
-template <class T>
-void expect_truncations_fail(const Bytes& golden) {
-  for (std::size_t n = 0; n < golden.size(); ++n) {
-    T v;
-    Bytes cut(golden.begin(), golden.begin() + static_cast<long>(n));
-    EXPECT_FALSE(xdr::decode(cut, v).ok()) << "prefix of " << n << " bytes decoded";
-  }
-}
+using xdr::testing::Bytes;
+using xdr::testing::enc;
+using xdr::testing::expect_truncations_fail;
 
 nfs_fh3 fh(std::initializer_list<std::uint8_t> b) {
   nfs_fh3 f;

@@ -17,6 +17,13 @@ std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr) {
   return b;
 }
 
+bool is_loopback(const sockaddr_storage& addr) {
+  const auto a = to_v6(addr);
+  static const std::uint8_t v4_loopback[13] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127};
+  static const std::uint8_t v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return std::memcmp(a.data(), v4_loopback, 13) == 0 || std::memcmp(a.data(), v6_loopback, 16) == 0;
+}
+
 std::string Peer::describe() const {
   char host[INET6_ADDRSTRLEN] = "?";
   unsigned port = 0;

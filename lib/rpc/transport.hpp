@@ -86,6 +86,8 @@ struct Peer {
 // An address as 16 bytes: IPv4 becomes IPv4-mapped IPv6, so one comparison
 // serves both; anything else is all zeros.
 std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
+// 127.0.0.0/8 or ::1: a process on this host (what rpcbind and statd trust).
+bool is_loopback(const sockaddr_storage& addr);
 
 struct ReplyMessage {
   std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded (see IncomingCall::reply_buffer)

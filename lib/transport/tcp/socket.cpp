@@ -81,7 +81,7 @@ Result<void> bind_local(int fd, sockaddr_storage local, socklen_t len, bool rese
 }  // namespace
 
 Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port,
-                       const std::string& source_address) {
+                       const std::string& source_address, int timeout_ms) {
   socklen_t len = 0;
   auto addr = resolve(host, port, len);
   if (!addr) return addr.error();
@@ -99,10 +99,18 @@ Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserve
     }
     if (auto r = bind_local(fd.get(), local, local_len, reserved); !r) return r.error();
   }
+  // Linux applies a send timeout to connect(2) too: a peer that drops SYNs
+  // then costs timeout_ms, not the minutes of the SYN retries.
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  if (timeout_ms > 0) ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
-    Error e = sys_error(errno, "connect to " + host + ":" + std::to_string(port));
+    Error e = sys_error(errno == EINPROGRESS ? ETIMEDOUT : errno, "connect to " + host + ":" + std::to_string(port));
     e.action = Action::retry_later;
     return e;
+  }
+  if (timeout_ms > 0) {
+    tv = {};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   set_nodelay(fd.get());
   return fd;

@@ -52,7 +52,7 @@ std::uint16_t local_port(int fd);
 // Connects, binding a reserved source port (< 1024) first when asked to and
 // permitted (root), as NFS clients do for servers that demand `secure`.
 Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserved_port,
-                       const std::string& source_address = "");
+                       const std::string& source_address = {}, int timeout_ms = 0);
 
 void set_nodelay(int fd);
 Result<void> set_nonblocking(int fd);

@@ -15,7 +15,7 @@ namespace nfsrdma::tcp {
 
 Result<std::unique_ptr<TcpClient>> TcpClient::connect(const std::string& host, std::uint16_t port,
                                                       TcpClientOptions options) {
-  auto fd = connect_tcp(host, port, options.reserved_port, options.source_address);
+  auto fd = connect_tcp(host, port, options.reserved_port, options.source_address, options.connect_timeout_ms);
   if (!fd) return fd.error();
   return std::unique_ptr<TcpClient>(new TcpClient(std::move(*fd), options, host + ":" + std::to_string(port)));
 }

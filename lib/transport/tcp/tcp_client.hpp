@@ -24,6 +24,7 @@ struct TcpClientOptions {
   std::size_t max_record_bytes = (1u << 20) + 64 * 1024;
   bool reserved_port = true;  // bind a source port < 1024 when root
   std::string source_address;  // bind this local address first (empty: any)
+  int connect_timeout_ms = 0;  // 0: the kernel's SYN retries (minutes)
 };
 
 class TcpClient final : public rpc::ClientTransport {
