@@ -17,7 +17,7 @@ BUILD_PACKAGES := g++ meson ninja-build pkg-config python3 dpkg-dev fio libspdlo
 RUNTIME_PACKAGES := fuse3 python3 ibverbs-providers
 TEST_PACKAGES := gcc clang libclang-rt-14-dev libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
   rsync git libnfs-dev libjs-chart.js chromium prometheus nfs-common man-db groff-base debhelper systemd \
-  qemu-system-x86 busybox-static kmod ibverbs-utils perftest libfabric-bin
+  qemu-system-x86 busybox-static kmod ibverbs-utils perftest libfabric-bin nftables
 
 .PHONY: deps deps-build deps-runtime deps-test build build-san test demo bench bench-kernel stress install deb fuzz clean
 

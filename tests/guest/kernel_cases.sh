@@ -40,6 +40,8 @@ setup() {
   # guest's / is an overlay, which does not).
   mkdir -p /srv/scratch && mount -t tmpfs -o size=512m tmpfs /srv/scratch
   kernel_nfsd_up /srv/kernel || return 1
+  # The status monitor every NFSv3 client and server with locks needs.
+  mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak && rpc.statd --no-notify || return 1
   start_ours
   # What every cell copies: sizes around page, chunk and inline boundaries.
   mkdir -p /tmp/src/d1/d2 /tmp/src/empty-dir
@@ -172,6 +174,85 @@ restart_mid_write() {  # a hard kernel mount over RDMA; the server SIGKILLed and
   umount /mnt/a
 }
 
+# Network locks through the kernel client on a mount of ours over RDMA,
+# without nolock. The kernel's lockd is this guest's only NLM client, and its
+# rpcbind the only portmapper on 111, where the kernel nfsd's lockd is
+# registered: a second instance of our server serves --portmap on 1111, and
+# what the client sends to $SERVER_IP:111 is redirected there (nftables), so
+# each side finds the other's NLM as two hosts would. The server is
+# SIGKILLed and restarted with a lock held: its SM_NOTIFY reaches the guest's
+# rpc.statd, and the kernel reclaims in the grace period.
+LPORT=2060 LMPORT=20068 LRPORT=20069
+locks_server() {
+  ("$SERVER" --provider verbs --port $LPORT --mount-port $LMPORT --rdma-port $LRPORT --portmap --portmap-port 1111 \
+    --nlm-port 4045 --grace 5 --state-dir /tmp/state-locks --export "/srv/ours *(rw,no_root_squash)" \
+    >>"$RESULTS/locks-server.log" 2>&1 &)
+  local i
+  for i in $(seq 100); do (exec 3<>"/dev/tcp/$SERVER_IP/$LPORT") 2>/dev/null && return 0; sleep 0.1; done
+  die "the lock server did not start"
+}
+lock_probe() {  # FILE START LEN: "free", or the holder's type, start and length, as F_GETLK says
+  python3 -c 'import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fl = struct.pack("hhqqi", fcntl.F_WRLCK, 0, int(sys.argv[2]), int(sys.argv[3]), 0)
+t, _, start, length, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, fl))
+print("free" if t == fcntl.F_UNLCK else "%s %d %d" % ("W" if t == fcntl.F_WRLCK else "R", start, length))' "$@"
+}
+kernel_locks_on_ours() {
+  modprobe nft_chain_nat && modprobe nft_nat || return 1
+  nft add table ip nfsrdma_locks && nft add chain ip nfsrdma_locks out '{ type nat hook output priority -100; }' &&
+    nft add rule ip nfsrdma_locks out ip daddr "$SERVER_IP" tcp dport 111 dnat to "$SERVER_IP:1111" || return 1
+  locks_server || return 1
+  local opts="vers=3,hard,proto=rdma,port=$LRPORT,mountport=$LMPORT,mountproto=tcp" f=/mnt/a/locked t0
+  kmount /mnt/a "$opts" /srv/ours || return 1
+  echo data >"$f"
+  # flock(1): refused while held, granted when the holder lets go.
+  flock -x "$f" -c 'sleep 3' &
+  sleep 1
+  flock -n -x "$f" true && die "flock -n got a lock another process holds"
+  t0=$(date +%s%N)
+  timeout 25 flock -x "$f" true || die "a waiting flock was never granted"
+  # The kernel asks again every 30 s: a grant within seconds came by GRANTED.
+  echo "figure: a blocked flock was granted $((($(date +%s%N) - t0) / 1000000)) ms after it asked (the holder let go 2 s after)"
+  wait
+  # fcntl ranges: two processes, and a process on the server.
+  python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)
+r, w = os.pipe()
+if os.fork() == 0:
+    fd2 = os.open(sys.argv[1], os.O_RDWR)
+    try:
+        fcntl.lockf(fd2, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 5); os._exit(1)
+    except OSError: pass
+    fcntl.lockf(fd2, fcntl.LOCK_SH | fcntl.LOCK_NB, 10, 10)
+    os.write(w, b"x"); time.sleep(3); os._exit(0)
+os.read(r, 1)
+time.sleep(30)' "$f" &
+  local holder=$!
+  sleep 2
+  [ "$(lock_probe "$f" 0 5)" = "W 0 10" ] || die "F_GETLK through the mount: $(lock_probe "$f" 0 5), want W 0 10"
+  [ "$(lock_probe /srv/ours/locked 0 5)" = "W 0 10" ] ||
+    die "F_GETLK on the server's disk: $(lock_probe /srv/ours/locked 0 5), want W 0 10"
+  [ "$(lock_probe /srv/ours/locked 12 1)" = "R 10 10" ] ||
+    die "the second process's read lock on the server: $(lock_probe /srv/ours/locked 12 1)"
+  # Restart: killed, started again; the client reclaims its lock in the grace period.
+  pkill -9 -f "nfsrdma-server --provider verbs --port $LPORT" && sleep 0.5
+  [ "$(lock_probe /srv/ours/locked 0 5)" = free ] || die "a killed server's locks outlived it"
+  locks_server || return 1
+  local i
+  for i in $(seq 40); do [ "$(lock_probe /srv/ours/locked 0 5)" = "W 0 10" ] && break; sleep 0.5; done
+  [ "$(lock_probe /srv/ours/locked 0 5)" = "W 0 10" ] || die "the lock was not reclaimed after a restart: $(tail -5 "$RESULTS/locks-server.log")"
+  echo "figure: the kernel client reclaimed its lock $((i / 2)) s after the server restarted"
+  grep -q "told .* that this server restarted" "$RESULTS/locks-server.log" || die "no SM_NOTIFY reached the client"
+  kill "$holder"; wait "$holder" 2>/dev/null
+  sleep 1
+  [ "$(lock_probe /srv/ours/locked 0 5)" = free ] || die "a lock outlived its holder: $(lock_probe /srv/ours/locked 0 5)"
+  umount /mnt/a
+  pkill -f "nfsrdma-server --provider verbs --port $LPORT"
+  nft delete table ip nfsrdma_locks
+}
+
 nconnect4() {
   local n i t0=$SECONDS
   kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT,nconnect=4" /srv/ours || return 1
@@ -243,6 +324,7 @@ cell fuse_verbs_to_ours fuse_to ours
 cell engine_verbs_to_ours engine_to ours
 cell kernel_rdma_server_restart restart_mid_write
 cell kernel_nconnect4_to_ours nconnect4
+cell kernel_rdma_locks_on_ours kernel_locks_on_ours
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
 for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
