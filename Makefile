@@ -13,7 +13,7 @@ WERROR := $(if $(CI),-Dwerror=true,)
 # to test (peers, tools, the soft-RoCE guest of the kernel suite, packaging).
 BUILD_PACKAGES := g++ meson ninja-build pkg-config python3 dpkg-dev fio libspdlog-dev libfmt-dev libcli11-dev \
   libfabric-dev libfuse3-dev libcpp-httplib-dev nlohmann-json3-dev libsodium-dev libgtest-dev libgmock-dev \
-  libbenchmark-dev
+  libbenchmark-dev libsqlite3-dev
 RUNTIME_PACKAGES := fuse3 python3 ibverbs-providers
 TEST_PACKAGES := gcc clang libclang-rt-14-dev libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
   rsync git libnfs-dev libjs-chart.js chromium prometheus nfs-common man-db groff-base debhelper systemd \

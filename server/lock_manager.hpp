@@ -33,9 +33,12 @@
 #include "lib/nfs3/nfs3_types.hpp"
 #include "lib/rpc/transport.hpp"
 #include "server/export_table.hpp"
-#include "server/lock_ranges.hpp"
+#include "lib/nfs3/lock_ranges.hpp"
 
 namespace nfsrdma::server {
+
+using nlm4::kEof;
+using nlm4::RangeSet;
 
 using Address = std::array<std::uint8_t, 16>;  // rpc::to_v6
 

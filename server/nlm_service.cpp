@@ -49,7 +49,7 @@ NlmService::NlmService(const ExportTable& exports, StatusMonitor& nsm, LockLimit
   nsm_.set_handlers(
       [this](const std::string& host, const Address& addr) {
         std::size_t n = locks_->free_host(host, &addr);
-        nsm_.unmonitor(addr);
+        if (!locks_->holds(addr)) nsm_.unmonitor(addr);  // others at that address may still hold some
         spdlog::info("nlm: {} restarted: {} lock range{} it held released", host, n, n == 1 ? "" : "s");
       },
       [this](const StatusMonitor::Watcher& w, const nsm1::status& s) {

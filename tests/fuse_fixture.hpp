@@ -23,9 +23,12 @@ class FuseMount : public ::testing::TestWithParam<std::string> {
     if (::access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
     export_ = dir_.path() + "/export";
     std::filesystem::create_directory(export_);
-    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash)"});
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash)"},
+                                              server_extra());
     remount();
   }
+  // More arguments for the server, for suites that need them.
+  virtual std::vector<std::string> server_extra() const { return {}; }
   void TearDown() override {
     std::string log = mount_ ? mount_->log() : "";
     if (mount_) mount_->unmount();

@@ -53,6 +53,8 @@ TEST_P(Options, SyncAndNoacWritesAreOnTheServerWhenWriteReturns) {
   }
 }
 
+// This server is reached without a portmapper, so a network lock finds no
+// lock manager: ENOLCK (fuse_lock_test takes network locks for real).
 TEST_P(Options, LocksAreNetworkLocksUnlessKeptLocal) {
   put(e("f"), "x");
   auto try_locks = [&](int* posix, int* whole) {

@@ -56,8 +56,21 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-MountProcess::MountProcess(const std::string& source, const std::string& options) : log_(dir_.path() + "/fuse.log") {
-  pid_ = spawn({fuse_binary(), "-f", source, mnt_.path(), "-o", options}, log_);
+MountProcess::MountProcess(const std::string& source, const std::string& options)
+    : log_(dir_.path() + "/fuse.log"), source_(source), options_(options) {
+  start();
+}
+
+void MountProcess::kill_hard() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  ::umount2(mnt_.path().c_str(), MNT_DETACH);
+}
+
+void MountProcess::start() {
+  pid_ = spawn({fuse_binary(), "-f", source_, mnt_.path(), "-o", options_}, log_);
   for (int i = 0; i < 400; ++i) {
     if (mounted(mnt_.path())) return;
     int st = 0;

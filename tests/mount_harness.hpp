@@ -23,10 +23,14 @@ class MountProcess {
   std::string operator/(const std::string& name) const { return mnt_.path() + "/" + name; }
   std::string log() const;
   void unmount();
+  // SIGKILL, and the mount detached; start() mounts again on the same path.
+  void kill_hard();
+  void start();
 
  private:
   TempDir dir_, mnt_;
   std::string log_;
+  std::string source_, options_;
   pid_t pid_ = -1;
 };
 

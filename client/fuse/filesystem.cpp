@@ -10,6 +10,7 @@
 
 #include "client/core/errno_map.hpp"
 #include "lib/base/log.hpp"
+#include "lib/base/siphash.hpp"
 
 namespace nfsrdma::fuse {
 
@@ -50,6 +51,17 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   }
   fs->nodes_ = std::make_unique<NodeTable>(c.root());
   fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_, *fs->small_pool_);
+  if (!fs->options_.local_posix_locks || !fs->options_.local_flock_locks) {
+    // One lock client per mount, named after the host and the mount point:
+    // a new instance on the same mount point takes over (and frees) the
+    // locks a killed one left, while two mounts on one host stay apart.
+    char host[256] = "";
+    ::gethostname(host, sizeof host - 1);
+    const auto h = siphash24(SipKey{}, {reinterpret_cast<const std::uint8_t*>(fs->options_.mountpoint.data()),
+                                        fs->options_.mountpoint.size()});
+    fs->locks_ = std::make_unique<client::LockClient>(client::LockClientOptions{
+        fs->options_.nfs.host, fmt::format("{}-{:08x}", host, static_cast<std::uint32_t>(h)), fs->options_.nfs.resvport});
+  }
   spdlog::info("mounted {}:{} ({})", fs->options_.nfs.host, fs->options_.nfs.export_path, describe(fs->options_));
   return fs;
 }
@@ -63,7 +75,7 @@ void Filesystem::fs_init(fuse_conn_info* conn) {
                 FUSE_CAP_SPLICE_READ;
   conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC);
   // Without these the kernel keeps the locks itself, on this client only;
-  // with them it asks, and is told ENOLCK (fs_lock).
+  // with them it asks, and the locks are the server's (fs_lock.cpp).
   if (options_.local_posix_locks) conn->want &= ~FUSE_CAP_POSIX_LOCKS;
   if (options_.local_flock_locks) conn->want &= ~FUSE_CAP_FLOCK_LOCKS;
   conn->want &= conn->capable;
@@ -198,12 +210,6 @@ namespace {
 
 Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
-// Network locks need NLM, which neither side speaks: taking one fails with
-// ENOLCK, as the Linux client's does against a server without lockd. Only
-// asked for lock kinds the mount does not keep local (fs_init); letting go
-// of a lock nobody holds succeeds.
-void fs_lock(fuse_req_t req, int type) { fuse_reply_err(req, type == F_UNLCK ? 0 : ENOLCK); }
-
 const fuse_lowlevel_ops kOps = [] {
   fuse_lowlevel_ops o{};
   o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<Filesystem*>(userdata)->fs_init(conn); };
@@ -244,12 +250,14 @@ const fuse_lowlevel_ops kOps = [] {
   o.write_buf = [](fuse_req_t r, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
     fs(r).fs_write_buf(r, ino, in, off, fi);
   };
-  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_flush(r, ino); };
-  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_flush(r, ino); };
+  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_flush(r, ino, fi); };
+  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_fsync(r, ino); };
   o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_release(r, fi); };
-  o.getlk = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, struct flock*) { fuse_reply_err(r, ENOLCK); };
-  o.setlk = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, struct flock* l, int) { fs_lock(r, l->l_type); };
-  o.flock = [](fuse_req_t r, fuse_ino_t, fuse_file_info*, int op) { fs_lock(r, op & LOCK_UN ? F_UNLCK : F_WRLCK); };
+  o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) { fs(r).fs_getlk(r, ino, fi, l); };
+  o.setlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l, int sleep) {
+    fs(r).fs_setlk(r, ino, fi, l, sleep);
+  };
+  o.flock = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, int op) { fs(r).fs_flock(r, ino, fi, op); };
   o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_opendir(r, ino, fi); };
   o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
     fs(r).fs_readdirplus(r, ino, size, off, fi);

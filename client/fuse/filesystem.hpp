@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "client/core/errno_map.hpp"
+#include "client/core/lock_client.hpp"
 #include "client/core/nfs_client.hpp"
 #include "client/fuse/buffer_pool.hpp"
 #include "client/fuse/mount_options.hpp"
@@ -68,8 +69,13 @@ class Filesystem {
   void fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi);
-  void fs_flush(fuse_req_t req, fuse_ino_t ino);
+  void fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fs_fsync(fuse_req_t req, fuse_ino_t ino);
   void fs_release(fuse_req_t req, fuse_file_info* fi);
+  // fs_lock.cpp: network locks through NLM (client::LockClient).
+  void fs_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+  void fs_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
+  void fs_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
   void fs_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void fs_releasedir(fuse_req_t req, fuse_file_info* fi);
@@ -125,6 +131,16 @@ class Filesystem {
   // (the server does that itself on WRITE), else EPERM (fs_namespace.cpp).
   void refused_chmod(fuse_req_t req, const std::shared_ptr<Node>& n, std::uint32_t mode,
                      const client::Identity& who);
+  // fs_lock.cpp. Takes or lets go of a lock of `owner` on [start, end]
+  // (F_RDLCK, F_WRLCK or F_UNLCK), as the kernel client does around it: what
+  // was written is committed before a lock goes, and the cached pages and
+  // attributes are dropped once one is taken, so each side of a lock sees
+  // the other's writes. Returns 0 or an errno; blocks the calling thread.
+  int set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client::LockClient::Owner owner, short type,
+               std::uint64_t start, std::uint64_t end, bool wait);
+  // Lets go of what `owner` holds on `n` (close), after committing its writes.
+  void release_locks(const std::shared_ptr<Node>& n, std::uint64_t owner);
+  int commit_now(const std::shared_ptr<Node>& n);
   struct DirHandle;
   // The kernel's next `size` bytes of listing from `off`, built under d.mu.
   // The reply goes out after d.mu is released: once the kernel has it, a
@@ -137,6 +153,7 @@ class Filesystem {
 
   MountOptions options_;
   std::unique_ptr<client::NfsClient> nfs_;
+  std::unique_ptr<client::LockClient> locks_;  // null when both lock kinds are local
   std::unique_ptr<NodeTable> nodes_;
   std::unique_ptr<BufferPool> read_pool_, write_pool_, small_pool_;
   std::unique_ptr<WriteBack> writes_;

@@ -94,6 +94,7 @@ void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
   auto n = node(req, ino);
   if (!n) return;
   size = std::min<std::size_t>(size, options_.rsize);  // max_read keeps the kernel within it
+  if (locks_ && locks_->lost(n->fh)) return (void)fuse_reply_err(req, EIO);  // its lock went in a server restart
   const OpenFile* f = opened(fi);
   if (writes_->idle(*n)) return read_chunk(req, n, size, off, f->who);
   writes_->drain(n, [this, req, n, size, off, who = f->who] { read_chunk(req, n, size, off, who); });
@@ -121,6 +122,7 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
   if (!n) return;
   std::size_t size = fuse_buf_size(in);
   if (size > options_.wsize) return (void)fuse_reply_err(req, EINVAL);  // max_write keeps the kernel within it
+  if (locks_ && locks_->lost(n->fh)) return (void)fuse_reply_err(req, EIO);
   ssize_t copied = 0;
   int e = writes_->write(n, static_cast<std::uint64_t>(off), size, [&](std::uint8_t* dst) {
     fuse_bufvec out{};
@@ -137,14 +139,29 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
 }
 
 void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
-  // flush ran at close(2) and committed; only the open's state is left, and
-  // a hidden name to remove if this was its last open.
+  // flush ran at close(2) and committed; only the open's state is left, a
+  // flock(2) lock of this open file description, and a hidden name to
+  // remove if this was its last open.
+  if (fi->flock_release && locks_ && opened(fi)->node) release_locks(opened(fi)->node, fi->lock_owner);
   closed_file(*opened(fi));
   delete opened(fi);
   fuse_reply_err(req, 0);
 }
 
-void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino) {
+void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto n = node(req, ino);
+  if (!n) return;
+  // A close lets go of the closing process's POSIX locks on the file (the
+  // kernel leaves that to us), once its writes are committed.
+  if (locks_ && locks_->holds(n->fh, fi->lock_owner)) {
+    int e = commit_now(n);
+    release_locks(n, fi->lock_owner);
+    return (void)fuse_reply_err(req, e);
+  }
+  writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });
+}
+
+void Filesystem::fs_fsync(fuse_req_t req, fuse_ino_t ino) {
   auto n = node(req, ino);
   if (!n) return;
   writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });

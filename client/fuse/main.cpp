@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
   char real[PATH_MAX];
   if (!::realpath(mountpoint.c_str(), real)) return fail(std::string("mount point: ") + std::strerror(errno));
   mountpoint = real;
+  options->mountpoint = mountpoint;
   struct stat mst {};
   if (::stat(real, &mst) != 0 || !S_ISDIR(mst.st_mode)) return fail("mount point is not a directory");
 

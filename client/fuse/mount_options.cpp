@@ -124,10 +124,10 @@ const Option kOptions[] = {
        else return bad("lookupcache=" + std::string(v) + ": use all, positive or none");
        return {};
      }},
-    {{"lock", "network locks (default); there is no NLM, so fcntl and flock locks fail with ENOLCK"},
+    {{"lock", "network locks through the server's NLM (default): fcntl and flock locks are seen by every client"},
      SET(locks(o, false, false))},
     {{"nolock", "fcntl and flock locks are kept on this client only, not seen by others"}, SET(locks(o, true, true))},
-    {{"local_lock=none|flock|posix|all", "which locks are kept on this client; the others are network locks (ENOLCK)"},
+    {{"local_lock=none|flock|posix|all", "which locks are kept on this client; the others are network locks (NLM)"},
      [](MountOptions& o, std::string_view v) -> Result<void> {
        if (v == "none") locks(o, false, false);
        else if (v == "flock") locks(o, false, true);

@@ -28,14 +28,15 @@ struct MountOptions {
   bool cto = true;                         // close-to-open: open checks the file for changes by others
   bool rdirplus = true;                    // READDIRPLUS for listings (READDIR with nordirplus)
   LookupCache lookupcache = LookupCache::all;
-  bool local_posix_locks = false;          // fcntl/lockf locks kept on this client (else ENOLCK: no NLM)
-  bool local_flock_locks = false;          // flock(2) locks kept on this client (else ENOLCK)
+  bool local_posix_locks = false;          // fcntl/lockf locks kept on this client (else NLM, the server's)
+  bool local_flock_locks = false;          // flock(2) locks kept on this client (else NLM, whole-file)
   bool background = false;                 // bg: retry a failed mount in the background
   int retry_min = -1;                      // minutes to keep trying; -1: nfs(5)'s 2 (fg) or 10000 (bg)
   std::vector<std::string> fuse_args;      // handed to libfuse as -o NAME (VFS flags, allow_other...)
   std::optional<std::uint64_t> atime;      // MOUNT_ATTR_NOATIME, _RELATIME or _STRICTATIME, set after mounting
   std::optional<bool> nodiratime;          // libfuse passes neither; main() sets them with mount_setattr
   std::string metrics;                     // HOST:PORT for Prometheus metrics, empty for none
+  std::string mountpoint;                  // not an option: names this mount as a lock client
 
   bool writes_sync() const { return sync || noac; }  // nfs(5): noac makes writes synchronous too
   int retry_minutes() const { return retry_min >= 0 ? retry_min : background ? 10000 : 2; }

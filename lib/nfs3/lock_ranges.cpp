@@ -1,6 +1,6 @@
-#include "server/lock_ranges.hpp"
+#include "lib/nfs3/lock_ranges.hpp"
 
-namespace nfsrdma::server {
+namespace nfsrdma::nlm4 {
 
 void RangeSet::apply(std::uint64_t start, std::uint64_t end, Type type) {
   // Cut [start, end] out of every range it touches, keeping the parts outside.
@@ -45,4 +45,4 @@ std::optional<LockRange> RangeSet::conflict(std::uint64_t start, std::uint64_t e
   return std::nullopt;
 }
 
-}  // namespace nfsrdma::server
+}  // namespace nfsrdma::nlm4

@@ -2,15 +2,16 @@
 // kernel applies to the real lock (fcntl(2)): a new lock replaces whatever the
 // owner held where it overlaps (an upgrade, a downgrade, or a split of what it
 // cuts through), and ranges of one type that touch or overlap become one.
-// The lock manager keeps this beside the kernel's own lock to count what a
-// client holds and to name holders; the kernel decides conflicts.
+// The server's lock manager keeps this beside the kernel's own lock, to count
+// what a client holds and to name holders (the kernel decides conflicts); the
+// client keeps it to know what to reclaim after a server restart.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 
-namespace nfsrdma::server {
+namespace nfsrdma::nlm4 {
 
 // Offsets as the kernel's off_t allows; kEof as an end means "and beyond".
 constexpr std::uint64_t kEof = INT64_MAX;
@@ -40,4 +41,4 @@ class RangeSet {
   std::map<std::uint64_t, LockRange> ranges_;  // by start; disjoint
 };
 
-}  // namespace nfsrdma::server
+}  // namespace nfsrdma::nlm4

@@ -1,11 +1,11 @@
 // RangeSet against the POSIX rules for one owner's locks.
-#include "server/lock_ranges.hpp"
+#include "lib/nfs3/lock_ranges.hpp"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace nfsrdma::server {
+namespace nfsrdma::nlm4 {
 namespace {
 
 using T = RangeSet::Type;
@@ -65,4 +65,4 @@ TEST(RangeSet, Conflicts) {
 }
 
 }  // namespace
-}  // namespace nfsrdma::server
+}  // namespace nfsrdma::nlm4
