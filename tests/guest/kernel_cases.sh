@@ -253,6 +253,44 @@ time.sleep(30)' "$f" &
   nft delete table ip nfsrdma_locks
 }
 
+# nfsrdma-fuse taking network locks on the kernel's nfsd (its lockd, found
+# through the guest's rpcbind, and rpc.statd), against the kernel client on
+# the same export (another lock client) and a process on the server.
+fuse_locks_on_kernel() {
+  fuse_mount /mnt/b port=20049,mountport=20048 /srv/kernel || return 1
+  kmount /mnt/a "vers=3,hard,proto=rdma,port=20049,mountport=20048" /srv/kernel || return 1
+  local f=locked t0
+  echo data >/mnt/b/$f
+  flock -x /mnt/b/$f -c 'sleep 3' &
+  sleep 1
+  flock -n -x /mnt/a/$f true && die "the kernel client got a flock nfsrdma-fuse holds"
+  t0=$(date +%s%N)
+  timeout 40 flock -x /mnt/a/$f true || die "the kernel client never got the lock nfsrdma-fuse let go"
+  echo "figure: the kernel client's blocked flock was granted $((($(date +%s%N) - t0) / 1000000)) ms after it asked"
+  wait
+  # fcntl ranges through nfsrdma-fuse, seen by the kernel client and on the server.
+  python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)
+time.sleep(30)' /mnt/b/$f &
+  local holder=$!
+  sleep 2
+  [ "$(lock_probe /mnt/a/$f 0 5)" = "W 0 10" ] || die "the kernel client's F_GETLK: $(lock_probe /mnt/a/$f 0 5)"
+  [ "$(lock_probe /srv/kernel/$f 5 1)" = "W 0 10" ] || die "F_GETLK on the server: $(lock_probe /srv/kernel/$f 5 1)"
+  [ "$(lock_probe /mnt/b/$f 10 10)" = free ] || die "beyond the range: $(lock_probe /mnt/b/$f 10 10)"
+  t0=$(date +%s%N)
+  python3 -c 'import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_SH, 5, 2)' /srv/kernel/$f &
+  local local_waiter=$!
+  sleep 1
+  kill "$holder"; wait "$holder" 2>/dev/null
+  wait "$local_waiter" || die "a process on the server never got the range nfsrdma-fuse let go"
+  echo "figure: a process on the server waited $((($(date +%s%N) - t0) / 1000000)) ms for the range"
+  umount /mnt/a
+  umount /mnt/b
+}
+
 nconnect4() {
   local n i t0=$SECONDS
   kmount /mnt/a "$OURS_KOPT,proto=rdma,port=$RPORT,nconnect=4" /srv/ours || return 1
@@ -325,6 +363,7 @@ cell engine_verbs_to_ours engine_to ours
 cell kernel_rdma_server_restart restart_mid_write
 cell kernel_nconnect4_to_ours nconnect4
 cell kernel_rdma_locks_on_ours kernel_locks_on_ours
+cell fuse_verbs_locks_on_kernel fuse_locks_on_kernel
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
 for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
