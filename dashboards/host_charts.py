@@ -77,10 +77,10 @@ def by_block_size(r, cells):
 
 
 def metadata(meta):
-    ops = ("create", "stat", "unlink")
-    sets = [dataset(i, f"{t} FUSE mount", [m[k]["per_s"] for k in ops]) for i, (t, m) in enumerate(meta.items())]
+    ops = ("create", "stat", "unlink", "lock")
+    sets = [dataset(i, f"{t} FUSE mount", [m.get(k, {}).get("per_s") for k in ops]) for i, (t, m) in enumerate(meta.items())]
     return {"title": f"Metadata through the mount ({next(iter(meta.values()))['files']} files)", "type": "bar",
-            "unit": "operations/s", "labels": list(ops), "datasets": sets}
+            "unit": "operations/s (lock: lock+unlock pairs)", "labels": list(ops), "datasets": sets}
 
 
 def charts(r):

@@ -130,6 +130,11 @@ def cpu_tables(cells, jobs, transports):
     return "".join(out)
 
 
+def lock_phrase(m):
+    l = m.get("lock", {})
+    return f"lock+unlock {l['per_s']:.0f}/s" if "per_s" in l else f"locks: {l.get('error', 'not measured')}"
+
+
 def metadata_table(k):
     meta = k.get("metadata", [])
     if not meta:
@@ -139,7 +144,7 @@ def metadata_table(k):
     for m in meta:
         name = f"{pair_name(m['client'], m['server'])} over {m['transport']}"
         if "error" in m:
-            rows.append(f"<tr>{td(name)}<td colspan=6>failed: {html.escape(m['error'])}</td></tr>")
+            rows.append(f"<tr>{td(name)}<td colspan=4>failed: {html.escape(m['error'])}</td></tr>")
             continue
         b = base.get(m["transport"])
         cols = []
@@ -147,10 +152,18 @@ def metadata_table(k):
             r = m[op]["per_s"] / b[op]["per_s"] if b else None
             cols.append(td(f"{m[op]['per_s']:,.0f}/s ({fx(r)})",
                            f"client {m[op]['client_cpu_us']:.0f} µs, server {m[op]['server_cpu_us']:.0f} µs per file"))
+        lock, blk = m.get("lock", {}), (b or {}).get("lock", {})
+        if "per_s" in lock:
+            r = lock["per_s"] / blk["per_s"] if "per_s" in blk else None
+            cols.append(td(f"{lock['per_s']:,.0f}/s ({fx(r)})", f"client {lock['client_cpu_us']:.0f} µs, server "
+                           f"{lock['server_cpu_us']:.0f} µs per lock+unlock"))
+        else:
+            cols.append(td(lock.get("error", "not measured")))
         rows.append("<tr>" + td(name) + "".join(cols) + "</tr>")
     files = next((m["files"] for m in meta if "files" in m), "?")
-    return (f"<h3>Metadata: create, stat and unlink of {files} files through each mount (÷ the kernel's own "
-            "over the same transport)</h3><table><tr><th>mount</th><th>create</th><th>stat</th><th>unlink</th></tr>"
+    return (f"<h3>Metadata: create, stat and unlink of {files} files, and uncontended lock+unlock round trips, "
+            "through each mount (÷ the kernel's own over the same transport)</h3><table><tr><th>mount</th>"
+            "<th>create</th><th>stat</th><th>unlink</th><th>lock+unlock</th></tr>"
             + "".join(rows) + "</table>")
 
 
@@ -227,5 +240,5 @@ def table(k):
     for m in k.get("metadata", []):
         who = f"{CLIENT[m['client']]} -> {SERVER[m['server']]} over {m['transport']}"
         lines.append(f"metadata {who}: " + (f"failed: {m['error'][:70]}" if "error" in m else ", ".join(
-            f"{op} {m[op]['per_s']:.0f}/s" for op in ("create", "stat", "unlink"))))
+            f"{op} {m[op]['per_s']:.0f}/s" for op in ("create", "stat", "unlink")) + ", " + lock_phrase(m)))
     return lines

@@ -45,8 +45,10 @@ def host_table(r):
                      f"{fmt(c['cpu_client_s_per_GiB'], 2):>9} {c['cpu_server_s_per_GiB']:>9.2f} {cpu_per_call(c):>15} {ratio:>16} "
                      f"{fmt(c.get('storage_ratio'), 2):>8}")
     for t, m in r.get("metadata", {}).items():
+        lock = m.get("lock", {})
         lines.append(f"metadata through the {t} mount, {m['files']} files: " + ", ".join(
-            f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")))
+            f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")) +
+            (f", lock+unlock {lock['per_s']:.0f}/s" if "per_s" in lock else f", locks: {lock.get('error', 'not measured')}"))
     for u in r.get("unavailable", []):
         lines.append(f"not measured: {u['name']}: {u['why']}")
     return lines + ([""] + verdict.sentences(r) if r["cells"] else [])

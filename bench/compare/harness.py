@@ -19,6 +19,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def port_free(port, host):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
 def wait_port(port, host="127.0.0.1", seconds=10.0, netns=None):
     end = time.time() + seconds
     while time.time() < end:
@@ -62,10 +72,13 @@ class Host:
         self.export = os.path.join(self.work, "export")
         os.makedirs(self.export, exist_ok=True)
         self.nfs_port, self.mount_port, self.rdma_port = free_port(), free_port(), free_port()
+        # Mounts find the server's lock manager through port 111: served here
+        # when nothing else holds it (else the lock figures say ENOLCK).
+        portmap = ["--portmap"] if port_free(111, self.addr) else []
         self.server = self.spawn("server", [
             f"{self.build}/server/nfsrdma-server", "--export", self.export_line(export_options),
             "--bind", self.addr, "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
-            "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register",
+            "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register", *portmap,
             "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn"])
         wait_port(self.nfs_port, host=self.addr)
         self.export_options = export_options

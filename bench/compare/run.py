@@ -157,7 +157,8 @@ def host_run(a, p, out, engine):
                 "client": lambda: harness.cpu_seconds(fuse.pid), "server": lambda: harness.cpu_seconds(h.server.pid)})
             result["metadata"][t] = m
             print(f"metadata over {t}: {m['files']} files: " + ", ".join(
-                f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")), file=sys.stderr)
+                f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")) + ", " + metadata.lock_text(m),
+                file=sys.stderr)
         peers.run(h, peer_plan, result, prog, p, measure)
         result["unavailable"] += peers.unavailable(p["peers"])
         result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")

@@ -40,8 +40,6 @@ setup() {
   # guest's / is an overlay, which does not).
   mkdir -p /srv/scratch && mount -t tmpfs -o size=512m tmpfs /srv/scratch
   kernel_nfsd_up /srv/kernel || return 1
-  # The status monitor every NFSv3 client and server with locks needs.
-  mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak && rpc.statd --no-notify || return 1
   start_ours
   # What every cell copies: sizes around page, chunk and inline boundaries.
   mkdir -p /tmp/src/d1/d2 /tmp/src/empty-dir

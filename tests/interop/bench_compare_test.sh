@@ -32,6 +32,7 @@ assert r["host"]["provider"] == "tcp" and r["unavailable"]
 for t in ("rdma", "tcp"):
     m = r["metadata"][t]
     assert m["files"] > 0 and all(m[k]["per_s"] > 0 for k in ("create", "stat", "unlink")), m
+    assert m["lock"].get("per_s", 0) > 0, f"no lock figure over {t}: {m['lock']}"
 print("ok: results.json has", len(r["cells"]), "cells with figures, ratios and CPU per GiB")
 PY
 

@@ -47,7 +47,7 @@ rdma_net_up() {
   rdma link add rxe1 type rxe netdev v1
 }
 
-# kernel_nfsd_up DIR [MAX_BLOCK]: the kernel's nfsd, NFSv3 only, exporting DIR
+# kernel_nfsd_up DIR [MAX_BLOCK]: the kernel's nfsd, NFSv3 only, with lockd and rpc.statd, exporting DIR
 # on TCP and RDMA; MAX_BLOCK sets its largest transfer (by default it scales
 # with the guest's memory: 512 KiB in 3 GiB). Its userland was unpacked for
 # the guest only, by prepare.sh.
@@ -58,6 +58,8 @@ kernel_nfsd_up() {
   echo "$1 *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" >/etc/exports
   "$NFSD/exportfs" -ra 2>/dev/null
   [ -z "${2:-}" ] || echo "$2" >/proc/fs/nfsd/max_block_size
+  # The status monitor lockd needs to grant locks (and the kernel client to take them).
+  mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak && rpc.statd --no-notify || return 1
   "$NFSD/rpc.mountd" -p 20048 || return 1
   "$NFSD/rpc.nfsd" -N 4 -N 4.1 -N 4.2 8 || return 1
   echo "rdma 20049" >/proc/fs/nfsd/portlist
