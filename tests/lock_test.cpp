@@ -326,7 +326,7 @@ TEST_F(Locks, AClientsNotifyReleasesWhatItHeld) {
 }
 
 // FREE_ALL comes from this host's status monitor (every 127/8 address is
-// this host; that calls from elsewhere are ignored is the kernel suite's).
+// this host; interop/locks_netns_test.sh sends one from another host).
 TEST_F(Locks, FreeAllReleasesTheHostItNames) {
   start();
   EXPECT_EQ(a_->lock(file_, 1, 0, 0, true), NLM4_GRANTED);

@@ -213,6 +213,15 @@ kernel_locks_on_ours() {
   # The kernel asks again every 30 s: a grant within seconds came by GRANTED.
   echo "figure: a blocked flock was granted $((($(date +%s%N) - t0) / 1000000)) ms after it asked (the holder let go 2 s after)"
   wait
+  # nfsrdma-fuse on the same server, another lock client: against the kernel's.
+  fuse_mount /mnt/b "port=$LRPORT,mountport=$LMPORT" /srv/ours || return 1
+  flock -x /mnt/b/locked -c 'sleep 2' &
+  local fuse_holder=$!
+  sleep 1
+  flock -n -x "$f" true && die "the kernel client got a flock nfsrdma-fuse holds on our server"
+  timeout 25 flock -x "$f" true || die "the kernel client never got the lock nfsrdma-fuse let go"
+  wait "$fuse_holder"
+  umount /mnt/b
   # fcntl ranges: two processes, and a process on the server.
   python3 -c 'import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)

@@ -58,6 +58,29 @@ PY
 wait "$holder"
 echo "ok: fcntl across hosts: conflict refused, F_GETLK names the range, the range beside it granted"
 
+# FREE_ALL (what a host's own status monitor sends its lock manager) from
+# another host is ignored: host B's lock stays.
+flock -x "$B/f" -c 'sleep 3' &
+holder=$!
+sleep 0.7
+b_name=$(sed -n "s/.*nsm: \(.*\) ($NET.1:[0-9]*) restarted.*/\1/p" "$LOG" | head -1)
+[ -n "$b_name" ] || fail "no SM_NOTIFY from host B in the server's log"
+nlm_port=$(sed -n 's/.*NLMv4 and NSMv1 (network locks) on tcp port \([0-9]*\).*/\1/p' "$LOG" | tail -1)
+in_ns python3 - "$NET.1" "$nlm_port" "$b_name" <<'PY' || fail "FREE_ALL from host A was not answered"
+import socket, struct, sys
+host, port, name = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
+pad = (4 - len(name) % 4) % 4
+args = struct.pack(">I", len(name)) + name + b"\0" * pad + struct.pack(">i", 7)
+call = struct.pack(">IIIIIIIIII", 0x5eed, 0, 2, 100021, 4, 23, 0, 0, 0, 0) + args
+s = socket.create_connection((host, port), timeout=5)
+s.sendall(struct.pack(">I", 0x80000000 | len(call)) + call)
+mark = s.recv(4)
+assert len(mark) == 4, "no reply"
+PY
+flock -n -x "$A/f" true && fail "FREE_ALL from another host released host B's lock"
+wait "$holder"
+echo "ok: FREE_ALL from another host is ignored"
+
 # SQLite: one writer per host, each transaction inserting the row count it saw.
 sqlite3 "$B/db" "CREATE TABLE t (host TEXT, i INTEGER, seen INTEGER); PRAGMA journal_mode=DELETE;" >/dev/null
 writer() {  # HOST PATH N
