@@ -38,6 +38,10 @@ bool same_request(const LockRequest& a, const LockRequest& b) {
 
 LockManager::LockManager(const ExportTable& exports, LockLimits limits, std::function<void(const Waiter&)> on_granted)
     : exports_(exports), limits_(limits), on_granted_(std::move(on_granted)),
+      ranges_gauge_(metrics::registry().gauge("nfsrdma_server_lock_ranges",
+                                              "Byte ranges clients hold locked through NLM")),
+      waiters_gauge_(metrics::registry().gauge("nfsrdma_server_lock_waiters",
+                                               "Blocked NLM LOCKs queued until they can be granted")),
       retrier_([this](std::stop_token st) { retry(st); }) {}
 
 LockManager::~LockManager() { stop(); }
@@ -101,6 +105,7 @@ LockManager::Stat LockManager::set_locked(FileLocks& f, const Key& k, const Lock
     return NLM4_FAILED;
   }
   use.ranges = use.ranges - before + next.size();
+  ranges_gauge_.add(static_cast<std::int64_t>(next.size()) - static_cast<std::int64_t>(before));
   h->ranges = std::move(next);
   if (h == &fresh) {
     f.holdings.emplace(r.owner, std::move(fresh));
@@ -136,6 +141,7 @@ LockManager::Stat LockManager::lock(const LockRequest& r, const sockaddr_storage
     } else if (!queued) {
       f.waiters.push_back(*wait);
       ++use.waiters;
+      waiters_gauge_.add(1);
     }
   }
   drop_if_empty_locked(k);
@@ -194,6 +200,7 @@ LockManager::Stat LockManager::cancel(const LockRequest& r) {
     if (same_request(it->req, r)) {
       ws.erase(it);
       --use_[r.owner.addr].waiters;
+      waiters_gauge_.add(-1);
       break;
     }
   }
@@ -255,6 +262,7 @@ std::size_t LockManager::free_host(const std::string& name, const Address* addr)
         continue;
       }
       use_[it->first.addr].ranges -= it->second.ranges.size();
+      ranges_gauge_.add(-static_cast<std::int64_t>(it->second.ranges.size()));
       freed += it->second.ranges.size();
       it = f.holdings.erase(it);  // closing its description drops its locks
       dirty_.push_back(fit->first);
@@ -265,6 +273,7 @@ std::size_t LockManager::free_host(const std::string& name, const Address* addr)
         continue;
       }
       --use_[it->req.owner.addr].waiters;
+      waiters_gauge_.add(-1);
       it = f.waiters.erase(it);
     }
     for (const auto& s : f.shares) {
@@ -303,6 +312,7 @@ bool LockManager::retry_file_locked(const Key& k, std::vector<Waiter>& granted) 
     }
     // Granted, or it never can be (the file went): either way it waits no more.
     --use_[it->req.owner.addr].waiters;
+    waiters_gauge_.add(-1);
     if (s == NLM4_GRANTED) granted.push_back(std::move(*it));
     it = f.waiters.erase(it);
   }

@@ -33,6 +33,7 @@
 #include "lib/nfs3/nfs3_types.hpp"
 #include "lib/rpc/transport.hpp"
 #include "server/export_table.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/nfs3/lock_ranges.hpp"
 
 namespace nfsrdma::server {
@@ -136,6 +137,8 @@ class LockManager {
   std::map<Key, FileLocks> files_;
   std::map<Address, Use> use_;
   std::vector<Key> dirty_;  // files whose waiters may now be granted
+  metrics::Gauge& ranges_gauge_;   // nfsrdma_server_lock_ranges: the sum of use_'s ranges
+  metrics::Gauge& waiters_gauge_;  // nfsrdma_server_lock_waiters: the sum of use_'s waiters
   std::condition_variable_any cv_;
   std::jthread retrier_;  // last: stops before the rest goes
 };

@@ -79,6 +79,9 @@ class FuseLocks : public FuseMount {
   int fa_ = -1, fb_ = -1;
 };
 
+// After a server or client restart.
+class FuseLockRecovery : public FuseLocks {};
+
 TEST_P(FuseLocks, ConflictsRangesAndGetlkAcrossClients) {
   ASSERT_EQ(setlk(fa_, F_WRLCK, 0, 100), 0);
   EXPECT_EQ(setlk(fb_, F_RDLCK, 50, 10), EAGAIN);
@@ -166,7 +169,7 @@ TEST_P(FuseLocks, CloseLetsGoAndWritesUnderALockAreSeen) {
   EXPECT_EQ(std::string(buf, 22), "written under the lock");
 }
 
-TEST_P(FuseLocks, AServerRestartIsFollowedByReclaim) {
+TEST_P(FuseLockRecovery, AServerRestartIsFollowedByReclaim) {
   ASSERT_EQ(setlk(fa_, F_WRLCK, 0, 10), 0);
   server_->kill_hard();
   EXPECT_EQ(on_server(0, 0), "free");
@@ -182,7 +185,25 @@ TEST_P(FuseLocks, AServerRestartIsFollowedByReclaim) {
   EXPECT_EQ(setlk(fb_, F_WRLCK, 10, 1), 0);
 }
 
-TEST_P(FuseLocks, AKilledClientsSuccessorFreesItsLocks) {
+TEST_P(FuseLockRecovery, ALockThatCannotBeReclaimedFailsIo) {
+  ASSERT_EQ(setlk(fa_, F_WRLCK, 0, 10), 0);
+  server_->kill_hard();
+  // While the server is down a process there takes the range: the reclaim must fail.
+  int local = ::open(e("f").c_str(), O_RDWR);
+  ASSERT_EQ(setlk(local, F_WRLCK, 0, 10), 0);
+  server_->start();
+  char c = 0;
+  bool failed = false;
+  for (int i = 0; i < 50 && !failed; ++i, std::this_thread::sleep_for(200ms)) {
+    failed = ::pread(fa_, &c, 1, 0) < 0 && errno == EIO;
+  }
+  EXPECT_TRUE(failed) << "reads went on without the lock";
+  EXPECT_LT(::pwrite(fa_, "x", 1, 0), 0);
+  EXPECT_NE(mount_->log().find("could not be reclaimed"), std::string::npos);
+  ::close(local);
+}
+
+TEST_P(FuseLockRecovery, AKilledClientsSuccessorFreesItsLocks) {
   int fd = ::open(m("g").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_EQ(setlk(fa_, F_WRLCK, 0, 0), 0);
   ::close(fd);
@@ -251,6 +272,8 @@ TEST_P(FuseLocks, SqliteWithTwoWritersOnTwoClients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FuseLocks, ::testing::Values("rdma", "tcp"), transport_name);
+// NLM and NSM go over TCP whatever carries NFS: recovery once, over tcp.
+INSTANTIATE_TEST_SUITE_P(Transports, FuseLockRecovery, ::testing::Values("tcp"), transport_name);
 
 // A server without NLM: ENOLCK, said once in the mount's log.
 class FuseNoNlm : public FuseMount {

@@ -184,13 +184,17 @@ TEST_F(Locks, ProcessesOnTheServerSeeTheSameLocks) {
 }
 
 TEST_F(Locks, EachClientIsBounded) {
-  start({"--max-locks-per-client", "8"});
+  const std::uint16_t metrics = free_port();
+  start({"--max-locks-per-client", "8", "--metrics", "127.0.0.1:" + std::to_string(metrics)});
   for (int i = 0; i < 8; ++i) EXPECT_EQ(a_->lock(file_, 1, 10 * i, 5, true), NLM4_GRANTED) << i;
   EXPECT_EQ(a_->lock(file_, 1, 1000, 5, true), NLM4_DENIED_NOLOCKS);
   EXPECT_EQ(a_->lock(file_, 1, 0, 5, false), NLM4_GRANTED);  // a downgrade adds nothing
   EXPECT_EQ(b_->lock(file_, 2, 1000, 5, true), NLM4_GRANTED);  // the other client is not affected
+  EXPECT_EQ(metric(scrape(metrics), "nfsrdma_server_lock_ranges"), 9);
   EXPECT_EQ(a_->unlock(file_, 1, 70, 5), NLM4_GRANTED);
   EXPECT_EQ(a_->lock(file_, 1, 2000, 5, true), NLM4_GRANTED);
+  EXPECT_EQ(a_->unlock(file_, 1, 0, 0), NLM4_GRANTED);
+  EXPECT_EQ(metric(scrape(metrics), "nfsrdma_server_lock_ranges"), 1);
 }
 
 // A client host's NLM and NSM behind its portmapper, answering GRANTED with

@@ -303,10 +303,13 @@ void LockClient::reclaim_all() {
       }
     }
     if (!ok) {
-      std::lock_guard lk(mu_);
-      lost_.insert(key.first);
-      any_lost_ = true;
-      held_.erase(key);
+      {
+        std::lock_guard lk(mu_);
+        lost_.insert(key.first);
+        any_lost_ = true;
+        held_.erase(key);
+      }
+      if (options_.on_lost) options_.on_lost(h.fh);
     }
   }
 }

@@ -45,6 +45,9 @@ struct LockClientOptions {
   std::string caller_name;
   bool resvport = true;
   int timeout_ms = 10'000;  // per call; a server that does not answer is ENOLCK
+  // Called (on the monitor thread) for a file whose lock was lost, so the
+  // caller can drop what it caches of it: reads must reach lost() too.
+  std::function<void(const nfs3::nfs_fh3&)> on_lost;
 };
 
 class LockClient {

@@ -59,8 +59,13 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
     ::gethostname(host, sizeof host - 1);
     const auto h = siphash24(SipKey{}, {reinterpret_cast<const std::uint8_t*>(fs->options_.mountpoint.data()),
                                         fs->options_.mountpoint.size()});
-    fs->locks_ = std::make_unique<client::LockClient>(client::LockClientOptions{
-        fs->options_.nfs.host, fmt::format("{}-{:08x}", host, static_cast<std::uint32_t>(h)), fs->options_.nfs.resvport});
+    client::LockClientOptions lo{fs->options_.nfs.host, fmt::format("{}-{:08x}", host, static_cast<std::uint32_t>(h)),
+                                 fs->options_.nfs.resvport};
+    // A lost lock's file: its cached pages go, so reads come to fs_read and fail.
+    lo.on_lost = [f = fs.get()](const nfs3::nfs_fh3& fh) {
+      if (auto n = f->nodes_->find(fh); n && f->se_) fuse_lowlevel_notify_inval_inode(f->se_, n->ino, 0, 0);
+    };
+    fs->locks_ = std::make_unique<client::LockClient>(std::move(lo));
   }
   spdlog::info("mounted {}:{} ({})", fs->options_.nfs.host, fs->options_.nfs.export_path, describe(fs->options_));
   return fs;
