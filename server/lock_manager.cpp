@@ -293,13 +293,6 @@ bool LockManager::holds(const Address& addr) {
   return it != use_.end() && (it->second.ranges || it->second.waiters || it->second.shares);
 }
 
-std::size_t LockManager::ranges() {
-  std::lock_guard lk(mu_);
-  std::size_t n = 0;
-  for (const auto& [a, u] : use_) n += u.ranges;
-  return n;
-}
-
 bool LockManager::retry_file_locked(const Key& k, std::vector<Waiter>& granted) {
   auto fit = files_.find(k);
   if (fit == files_.end()) return false;

@@ -10,7 +10,7 @@
 // Blocked LOCKs wait in a queue per file and are tried again when an owner
 // here unlocks in that file, and every second (a process on the server does
 // not tell us when it unlocks); one granted is handed to `on_granted`, which
-// tells the client (NLM GRANTED) and calls release() if it no longer wants it.
+// tells the client (NLM GRANTED) and unlocks it if it no longer wants it.
 //
 // Bounded per client address: at most `ranges_per_address` ranges (each
 // holding at least one, so as many descriptors), `blocked_per_address`
@@ -88,8 +88,6 @@ class LockManager {
   Stat unlock(const LockRequest& r);
   // Takes a queued waiter out (CANCEL); one already granted is released.
   Stat cancel(const LockRequest& r);
-  // A granted waiter the client did not take (its GRANTED answer, or none).
-  void release(const LockRequest& r) { unlock(r); }
   Stat share(const LockOwner& o, const nfs3::nfs_fh3& fh, const sockaddr_storage& peer, nlm4::fsh4_mode mode,
              nlm4::fsh4_access access);
   Stat unshare(const LockOwner& o, const nfs3::nfs_fh3& fh);
@@ -98,7 +96,6 @@ class LockManager {
   std::size_t free_host(const std::string& name, const Address* addr);
   // Whether anything is held from `addr` now.
   bool holds(const Address& addr);
-  std::size_t ranges();
 
  private:
   struct Holding {

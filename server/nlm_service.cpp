@@ -53,10 +53,8 @@ NlmService::NlmService(const ExportTable& exports, StatusMonitor& nsm, LockLimit
         spdlog::info("nlm: {} restarted: {} lock range{} it held released", host, n, n == 1 ? "" : "s");
       },
       [this](const StatusMonitor::Watcher& w, const nsm1::status& s) {
-        sockaddr_storage local{};
-        auto* in4 = reinterpret_cast<sockaddr_in*>(&local);
-        in4->sin_family = AF_INET;
-        in4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        static const Address kLoopback = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+        const sockaddr_storage local = rpc::from_v6(kLoopback);
         std::vector<std::uint8_t> args;
         xdr::encode(args, s);
         call_back(local, static_cast<std::uint32_t>(w.id.id.my_prog), static_cast<std::uint32_t>(w.id.id.my_vers),
@@ -115,7 +113,7 @@ void NlmService::granted(const Waiter& w) {
               // A client that no longer waits says so, and the lock goes. One
               // that cannot be reached keeps it, as lockd does: its next LOCK
               // (clients ask again while they wait) is answered GRANTED.
-              if (r && xdr::decode(*r, res).ok() && res.stat != NLM4_GRANTED && !stopping_) locks_->release(req);
+              if (r && xdr::decode(*r, res).ok() && res.stat != NLM4_GRANTED && !stopping_) locks_->unlock(req);
             });
 }
 
@@ -241,18 +239,7 @@ rpc::AcceptStat NlmService::handle(const CallContext& ctx, std::uint32_t proc, x
 void NlmService::notify_restart() {
   const nsm1::stat_chge n{name_, nsm_.state()};
   for (const auto& c : nsm_.restarted_clients()) {
-    sockaddr_storage peer{};
-    // Stored as IPv4-mapped IPv6 or IPv6: back to a socket address.
-    static const std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::equal(c.addr.begin(), c.addr.begin() + 12, mapped)) {
-      auto* in4 = reinterpret_cast<sockaddr_in*>(&peer);
-      in4->sin_family = AF_INET;
-      std::memcpy(&in4->sin_addr, c.addr.data() + 12, 4);
-    } else {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&peer);
-      in6->sin6_family = AF_INET6;
-      std::memcpy(&in6->sin6_addr, c.addr.data(), 16);
-    }
+    const sockaddr_storage peer = rpc::from_v6(c.addr);
     std::vector<std::uint8_t> args;
     xdr::encode(args, n);
     // As sm-notify, tried for a while (here about a minute); a client that

@@ -85,15 +85,13 @@ class Locks : public ::testing::Test {
     a_ = std::make_unique<LockClient>(test_server_host(), nlm_port_, "127.0.0.2", "host-a");
     b_ = std::make_unique<LockClient>(test_server_host(), nlm_port_, "127.0.0.3", "host-b");
   }
-  void restart(std::vector<std::string> extra) {
+  void restart() {
     a_.reset();
     b_.reset();
     nfs_.reset();
     server_->kill_hard();
     // The same state directory: the NSM state and the clients holding locks survive.
-    auto* s = server_.get();
-    s->start();
-    (void)extra;
+    server_->start();
     a_ = std::make_unique<LockClient>(test_server_host(), nlm_port_, "127.0.0.2", "host-a");
     b_ = std::make_unique<LockClient>(test_server_host(), nlm_port_, "127.0.0.3", "host-b");
   }
@@ -300,7 +298,7 @@ TEST_F(Locks, AfterARestartClientsAreToldAndReclaimInTheGracePeriod) {
   EXPECT_EQ(a_->lock(file_, 1, 0, 10, true), NLM4_GRANTED);
   nsm1::sm_stat_res before = a_->call<nsm1::sm_stat_res>(nsm1::kProgram, 1, 1, nsm1::sm_name{"x"});
   EXPECT_EQ(before.state % 2, 1);
-  restart({});
+  restart();
   auto n = host_a->wait_for(nsm1::kProgram, static_cast<std::uint32_t>(nsm1::Proc::NOTIFY), 5000);
   ASSERT_TRUE(n) << server_->log();
   nsm1::stat_chge chg;

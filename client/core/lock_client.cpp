@@ -143,7 +143,6 @@ int LockClient::lock(const nfs3::nfs_fh3& fh, Owner o, bool exclusive, std::uint
         h.svid = o.svid;
         h.fh = fh;
         h.ranges.apply(start, end, exclusive ? RangeSet::Type::exclusive : RangeSet::Type::shared);
-        cv_.notify_all();
         return 0;
       }
       case NLM4_DENIED:

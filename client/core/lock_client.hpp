@@ -75,11 +75,10 @@ class LockClient {
            std::optional<Holder>& holder);
   // Whether `owner` holds a lock on `fh`.
   bool holds(const nfs3::nfs_fh3& fh, std::uint64_t owner);
-  // Lets go of everything `owner` holds on `fh` (close).
+  // Lets go of everything `owner` holds on `fh` (close); nothing held, no call.
   void release(const nfs3::nfs_fh3& fh, std::uint64_t owner);
   // A lock on `fh` was lost in a server restart: I/O on it fails.
   bool lost(const nfs3::nfs_fh3& fh);
-  std::int32_t state() const { return state_; }
 
  private:
   using Key = std::pair<std::string, std::uint64_t>;  // the handle's bytes, the owner

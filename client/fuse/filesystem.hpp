@@ -138,8 +138,6 @@ class Filesystem {
   // the other's writes. Returns 0 or an errno; blocks the calling thread.
   int set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client::LockClient::Owner owner, short type,
                std::uint64_t start, std::uint64_t end, bool wait);
-  // Lets go of what `owner` holds on `n` (close), after committing its writes.
-  void release_locks(const std::shared_ptr<Node>& n, std::uint64_t owner);
   int commit_now(const std::shared_ptr<Node>& n);
   struct DirHandle;
   // The kernel's next `size` bytes of listing from `off`, built under d.mu.

@@ -142,7 +142,7 @@ void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
   // flush ran at close(2) and committed; only the open's state is left, a
   // flock(2) lock of this open file description, and a hidden name to
   // remove if this was its last open.
-  if (fi->flock_release && locks_ && opened(fi)->node) release_locks(opened(fi)->node, fi->lock_owner);
+  if (fi->flock_release && locks_ && opened(fi)->node) locks_->release(opened(fi)->node->fh, fi->lock_owner);
   closed_file(*opened(fi));
   delete opened(fi);
   fuse_reply_err(req, 0);
@@ -155,7 +155,7 @@ void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // kernel leaves that to us), once its writes are committed.
   if (locks_ && locks_->holds(n->fh, fi->lock_owner)) {
     int e = commit_now(n);
-    release_locks(n, fi->lock_owner);
+    locks_->release(n->fh, fi->lock_owner);
     return (void)fuse_reply_err(req, e);
   }
   writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });

@@ -33,10 +33,6 @@ int Filesystem::commit_now(const std::shared_ptr<Node>& n) {
   return f.get();
 }
 
-void Filesystem::release_locks(const std::shared_ptr<Node>& n, std::uint64_t owner) {
-  if (locks_->holds(n->fh, owner)) locks_->release(n->fh, owner);
-}
-
 int Filesystem::set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client::LockClient::Owner owner, short type,
                          std::uint64_t start, std::uint64_t end, bool wait) {
   if (type == F_UNLCK) {

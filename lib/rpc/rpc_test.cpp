@@ -1,4 +1,5 @@
 #include "lib/rpc/rpc.hpp"
+#include "lib/rpc/transport.hpp"
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,18 @@ TEST(Rpc, ReplyMessagesRoundTrip) {
 TEST(Rpc, CallIsNotAReply) {
   xdr::Decoder d(kCall);
   EXPECT_FALSE(decode_reply(d).ok());
+}
+
+TEST(Addresses, FromV6UndoesToV6AndKnowsLoopback) {
+  const std::array<std::uint8_t, 16> v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3};
+  const std::array<std::uint8_t, 16> v6 = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
+  EXPECT_EQ(from_v6(v4).ss_family, AF_INET);
+  EXPECT_EQ(from_v6(v6).ss_family, AF_INET6);
+  EXPECT_EQ(to_v6(from_v6(v4)), v4);
+  EXPECT_EQ(to_v6(from_v6(v6)), v6);
+  EXPECT_FALSE(is_loopback(from_v6(v4)));
+  EXPECT_TRUE(is_loopback(from_v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 9})));
+  EXPECT_TRUE(is_loopback(from_v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})));
 }
 
 }  // namespace

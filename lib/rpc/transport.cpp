@@ -17,6 +17,21 @@ std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr) {
   return b;
 }
 
+sockaddr_storage from_v6(const std::array<std::uint8_t, 16>& a) {
+  sockaddr_storage out{};
+  static const std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(a.data(), mapped, 12) == 0) {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&out);
+    in4->sin_family = AF_INET;
+    std::memcpy(&in4->sin_addr, a.data() + 12, 4);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&out);
+    in6->sin6_family = AF_INET6;
+    std::memcpy(&in6->sin6_addr, a.data(), 16);
+  }
+  return out;
+}
+
 bool is_loopback(const sockaddr_storage& addr) {
   const auto a = to_v6(addr);
   static const std::uint8_t v4_loopback[13] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127};

@@ -86,6 +86,8 @@ struct Peer {
 // An address as 16 bytes: IPv4 becomes IPv4-mapped IPv6, so one comparison
 // serves both; anything else is all zeros.
 std::array<std::uint8_t, 16> to_v6(const sockaddr_storage& addr);
+// The socket address (port 0) of 16 bytes to_v6 made: IPv4-mapped ones as IPv4.
+sockaddr_storage from_v6(const std::array<std::uint8_t, 16>& a);
 // 127.0.0.0/8 or ::1: a process on this host (what rpcbind and statd trust).
 bool is_loopback(const sockaddr_storage& addr);
 
