@@ -73,7 +73,7 @@ Result<void> apply_options(const std::string& list, ExportOptions& o, std::optio
 
 Result<ClientSpec> parse_client(const std::string& who) {
   ClientSpec c;
-  c.text = who;
+  c.text = who.empty() ? "*" : who;
   if (who == "*" || who.empty()) {
     c.kind = ClientSpec::Kind::any;
     return c;
@@ -142,6 +142,31 @@ std::uint16_t port_of(const sockaddr_storage& addr) {
   return 0;
 }
 
+std::string describe(const ExportOptions& o) {
+  std::string s = o.rw ? "rw" : "ro";
+  s += o.squash == Squash::none ? ",no_root_squash" : o.squash == Squash::all ? ",all_squash" : ",root_squash";
+  s += o.sync ? ",sync" : ",async";
+  s += o.secure ? ",secure" : ",insecure";
+  if (o.squash != Squash::none) s += ",anonuid=" + std::to_string(o.anonuid) + ",anongid=" + std::to_string(o.anongid);
+  return s;
+}
+
+std::string describe_networks(const ClientSpec& c) {
+  if (c.kind == ClientSpec::Kind::any) return "*";
+  std::string out;
+  for (const auto& [net, prefix] : c.networks) {
+    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    const bool v4 = prefix >= 96 && std::memcmp(net.data(), kMapped, 12) == 0;
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(v4 ? AF_INET : AF_INET6, net.data() + (v4 ? 12 : 0), text, sizeof text);
+    const unsigned bits = v4 ? prefix - 96 : prefix;
+    if (!out.empty()) out += " ";
+    out += text;
+    if (c.kind == ClientSpec::Kind::network || bits != (v4 ? 32u : 128u)) out += "/" + std::to_string(bits);
+  }
+  return out.empty() ? "(no address)" : out;
+}
+
 bool ClientSpec::matches(const sockaddr_storage& addr) const {
   if (kind == Kind::any) return true;
   auto a = to_v6(addr);
@@ -194,6 +219,11 @@ Result<ExportEntry> parse_export_line(const std::string& raw) {
     const std::string& t = tokens[i];
     auto open = t.find('(');
     std::string who = t.substr(0, open);
+    if (open == 0) {
+      e.warnings.push_back("no client before '" + t + "' in export " + e.path +
+                           ": these options apply to everyone (*); write 'client" + t +
+                           "' without a space to give them to one client");
+    }
     auto client = parse_client(who);
     if (!client) return client.error();
     client->options = defaults;

@@ -55,6 +55,9 @@ struct ExportEntry {
   std::string path;  // canonical, absolute
   std::optional<std::uint32_t> fsid;  // fsid= option
   std::vector<ClientSpec> clients;
+  // What the line probably does not mean, as exportfs warns about it (an
+  // option list after a space applies to everyone): logged at every load.
+  std::vector<std::string> warnings;
 
   // The options for a client at `addr`, or nothing if it is not allowed.
   const ExportOptions* options_for(const sockaddr_storage& addr) const;
@@ -64,6 +67,12 @@ struct ExportEntry {
 Result<ExportEntry> parse_export_line(const std::string& line);
 // Parses an exports file: blank lines and '#' comments ignored, '\' continues a line.
 Result<std::vector<ExportEntry>> parse_exports_file(const std::string& file);
+
+// "rw,root_squash,sync,secure" and the like: the options as exportfs -v shows them.
+std::string describe(const ExportOptions& o);
+// The addresses and networks a client entry resolved to: "*", "192.0.2.1",
+// "10.0.0.0/8", "::1", one per name's address.
+std::string describe_networks(const ClientSpec& c);
 
 using rpc::to_v6;  // addresses as 16 bytes, IPv4 mapped
 std::uint16_t port_of(const sockaddr_storage& addr);

@@ -53,6 +53,28 @@ TEST(Exports, DefaultOptionsApplyToEveryClient) {
   EXPECT_FALSE(e->options_for(v4("192.0.2.9"))->secure);
 }
 
+TEST(Exports, ASpaceBeforeOptionsGivesThemToEveryoneAndWarns) {
+  // As exportfs reads it: 127.0.0.1 with the defaults (ro), everyone rw.
+  auto e = parse_export_line("/x 127.0.0.1 (rw)");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_FALSE(e->options_for(v4("127.0.0.1"))->rw);
+  EXPECT_TRUE(e->options_for(v4("192.0.2.9"))->rw);
+  ASSERT_EQ(e->warnings.size(), 1u);
+  EXPECT_NE(e->warnings[0].find("apply to everyone"), std::string::npos) << e->warnings[0];
+  EXPECT_TRUE(parse_export_line("/x 127.0.0.1(rw)")->warnings.empty());
+}
+
+TEST(Exports, ResolvedClientsAndOptionsAreDescribed) {
+  auto e = parse_export_line("/x 10.1.0.0/16(rw,no_root_squash,async) ::1(insecure) localhost *");
+  ASSERT_TRUE(e.ok()) << e.error().describe();
+  EXPECT_EQ(describe_networks(e->clients[0]), "10.1.0.0/16");
+  EXPECT_EQ(describe(e->clients[0].options), "rw,no_root_squash,async,secure");
+  EXPECT_EQ(describe_networks(e->clients[1]), "::1");
+  EXPECT_EQ(describe(e->clients[1].options), "ro,root_squash,sync,insecure,anonuid=65534,anongid=65534");
+  EXPECT_NE(describe_networks(e->clients[2]).find("127.0.0.1"), std::string::npos);
+  EXPECT_EQ(describe_networks(e->clients[3]), "*");
+}
+
 TEST(Exports, BadConfigurationIsExplained) {
   EXPECT_FALSE(parse_export_line("relative/path").ok());
   EXPECT_FALSE(parse_export_line("/x 10.0.0.0/33(rw)").ok());

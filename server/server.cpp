@@ -140,8 +140,14 @@ Result<std::string> Server::reload_exports(std::vector<ExportEntry> exports) {
 void Server::log_exports() const {
   if (exports_.all().empty()) spdlog::warn("nothing exported yet: list exports in the --exports file and send SIGHUP");
   for (const auto* ex : exports_.all()) {
-    spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", ex->entry().path, ex->id,
-                 ex->entry().clients.size(), ex->entry().clients.size() == 1 ? "y" : "ies");
+    const ExportEntry& e = ex->entry();
+    for (const auto& w : e.warnings) spdlog::warn("{}", w);
+    spdlog::info("exporting {} (fsid {:#x}) to {} client entr{}", e.path, ex->id, e.clients.size(),
+                 e.clients.size() == 1 ? "y" : "ies");
+    for (const auto& c : e.clients) {
+      const std::string nets = describe_networks(c);
+      spdlog::info("  {}({}){}", c.text, describe(c.options), nets == c.text ? "" : " = " + nets);
+    }
   }
 }
 

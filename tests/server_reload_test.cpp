@@ -77,6 +77,24 @@ TEST_F(ServerReload, ChangesApplyToConnectedClientsWithoutDroppingThem) {
   EXPECT_EQ(create(c, root, "three"), NFS3_OK);
 }
 
+TEST_F(ServerReload, ASpaceBeforeOptionsIsWarnedAboutAtEveryReload) {
+  auto warnings = [&] {
+    std::string log = server_->log();
+    std::size_t seen = 0;
+    for (std::size_t at = 0; (at = log.find("apply to everyone", at)) != std::string::npos; ++at) ++seen;
+    return seen;
+  };
+  EXPECT_EQ(warnings(), 0u);
+  EXPECT_NE(server_->log().find("127.0.0.1(rw,no_root_squash,sync,insecure)"), std::string::npos) << server_->log();
+  write_exports(a() + " 127.0.0.1 (rw,insecure)\n");
+  reload(1);
+  EXPECT_EQ(warnings(), 1u) << server_->log();
+  reload(2);
+  EXPECT_EQ(warnings(), 2u) << server_->log();
+  // What it means, as exportfs reads it: everyone, read-write.
+  EXPECT_NE(server_->log().find("*(rw,root_squash,sync,insecure"), std::string::npos) << server_->log();
+}
+
 TEST_F(ServerReload, AFileThatCannotBeServedChangesNothing) {
   Client c(*server_);
   nfs_fh3 root = c.mount_root(a());
