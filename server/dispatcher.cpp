@@ -61,7 +61,7 @@ Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* por
   auto make = [&](const char* program, const char* proc) {
     metrics::Labels l = {{"program", program}, {"proc", proc}};
     return Series{&r.counter("nfsrdma_server_calls_total", "Calls answered, by program and procedure", l),
-                  &r.counter("nfsrdma_server_errors_total", "Calls answered with an RPC error or a non-OK status", l),
+                  &r.counter("nfsrdma_server_errors_total", "Calls answered with an RPC error or a non-OK status (a LOOKUP's NOENT is an answer, not an error)", l),
                   &r.histogram("nfsrdma_server_call_seconds", "Time from a call's arrival to its reply", l)};
   };
   for (std::uint32_t p = 0; p < kPrograms; ++p) {
@@ -244,7 +244,8 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   bool has_status = prog.prog == nfs3::kProgram || (prog.prog == mount3::kProgram && h->proc == 1);  // MNT
   if (!failed && has_status && reply.bytes.size() >= result_at + 4) {
     const auto* b = reply.bytes.data() + result_at;
-    failed = (b[0] | b[1] | b[2] | b[3]) != 0;  // NFS3_OK and MNT3_OK are 0
+    const std::uint32_t status = xdr::load_be32(b);  // NFS3_OK and MNT3_OK are 0
+    failed = prog.prog == nfs3::kProgram ? nfs3::counts_as_error(static_cast<nfs3::Proc>(h->proc), status) : status != 0;
   }
   if (failed) m.errors->inc();
   send();

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lib/xdr/xdr.hpp"
+
 namespace nfsrdma::server {
 namespace {
 
@@ -20,10 +22,6 @@ void put32(std::uint8_t* p, std::uint32_t v) {
   p[1] = static_cast<std::uint8_t>(v >> 16);
   p[2] = static_cast<std::uint8_t>(v >> 8);
   p[3] = static_cast<std::uint8_t>(v);
-}
-
-std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
 }
 
 }  // namespace
@@ -52,8 +50,8 @@ nfs3::nfsstat3 HandleCodec::decode(const nfs3::nfs_fh3& fh, std::uint32_t& expor
   std::uint64_t got = 0;
   for (std::size_t i = 0; i < kMac; ++i) got |= std::uint64_t{p[kHeader + n + i]} << (8 * i);
   if (mac != got) return nfs3::NFS3ERR_BADHANDLE;
-  export_id = get32(p + 4);
-  kh.type = static_cast<std::int32_t>(get32(p + 8));
+  export_id = xdr::load_be32(p + 4);
+  kh.type = static_cast<std::int32_t>(xdr::load_be32(p + 8));
   kh.len = static_cast<std::uint32_t>(n);
   std::memcpy(kh.bytes.data(), p + kHeader, n);
   return nfs3::NFS3_OK;

@@ -31,7 +31,7 @@ ProcSeries& proc_series(Proc proc) {
     for (std::uint32_t i = 0; i <= kProcs; ++i) {
       metrics::Labels l = {{"proc", i < kProcs ? proc_name(i) : "other"}};
       t[i] = {&r.counter("nfsrdma_client_calls_total", "NFS calls completed, by procedure", l),
-              &r.counter("nfsrdma_client_errors_total", "NFS calls that failed or returned a non-OK status", l),
+              &r.counter("nfsrdma_client_errors_total", "NFS calls that failed or returned a non-OK status (a LOOKUP's NOENT is an answer, not an error)", l),
               &r.histogram("nfsrdma_client_call_seconds", "Time from a call's submission to its reply", l)};
     }
     return t;
@@ -166,10 +166,8 @@ void NfsClient::recycle_locked(Buffer b) {
 void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
   ProcSeries& series = proc_series(proc);
   series.calls->inc();
-  // Every NFSv3 result but NULL's starts with its nfsstat3; NFS3_OK is 0.
-  if (!reply || (reply->size() >= 4 && ((*reply)[0] | (*reply)[1] | (*reply)[2] | (*reply)[3]) != 0)) {
-    series.errors->inc();
-  }
+  // Every NFSv3 result but NULL's starts with its nfsstat3.
+  if (!reply || (reply->size() >= 4 && counts_as_error(proc, xdr::load_be32(reply->data())))) series.errors->inc();
   series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (read) return complete_read(reply, dest, read);
   if (write) return complete_write(reply, write);

@@ -15,6 +15,10 @@ const char* nfs3::proc_name(std::uint32_t proc) {
   return proc < kProcCount ? kNames[proc] : "?";
 }
 
+bool nfs3::counts_as_error(Proc p, std::uint32_t status) {
+  return status != 0 && !(p == Proc::LOOKUP && status == static_cast<std::uint32_t>(nfsstat3::NFS3ERR_NOENT));
+}
+
 bool nfs3::is_non_idempotent(Proc p) {
   switch (p) {
     case Proc::SETATTR: case Proc::CREATE: case Proc::MKDIR: case Proc::SYMLINK:

@@ -23,6 +23,11 @@ const char* proc_name(std::uint32_t proc);
 // Procedures that change state: their replies go in the duplicate request cache.
 bool is_non_idempotent(Proc p);
 
+// Whether a result with this status counts as an error in the metrics: any
+// non-OK status, but NOENT from LOOKUP, which is an answer (the name is not
+// there, as every negative dentry and every create's first look gets).
+bool counts_as_error(Proc p, std::uint32_t status);
+
 // ---- arguments ----
 struct FhArgs { nfs_fh3 object; };  // GETATTR, READLINK, FSSTAT, FSINFO, PATHCONF
 struct SETATTR3args { nfs_fh3 object; sattr3 new_attributes; std::optional<nfstime3> guard; };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/xdr/xdr.hpp"
+
 namespace nfsrdma::rpcrdma {
 namespace {
 
@@ -12,7 +14,7 @@ std::uint8_t size_code(std::uint32_t bytes) {
 
 std::optional<ConnectPrivate> decode_at(std::span<const std::uint8_t> d) {
   if (d.size() < 8) return std::nullopt;
-  std::uint32_t magic = (std::uint32_t{d[0]} << 24) | (std::uint32_t{d[1]} << 16) | (std::uint32_t{d[2]} << 8) | d[3];
+  std::uint32_t magic = xdr::load_be32(d.data());
   if (magic != kPrivateMagic) return std::nullopt;
   ConnectPrivate p;
   p.version = d[4];

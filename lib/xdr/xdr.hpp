@@ -22,6 +22,11 @@
 
 namespace nfsrdma::xdr {
 
+// A big-endian 4-byte unit at p (for peeking at a status word without a Decoder).
+inline std::uint32_t load_be32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
 enum class Fault : std::uint8_t {
   none,
   truncated,     // input ended inside an item

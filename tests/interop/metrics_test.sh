@@ -40,7 +40,12 @@ at_least 'nfsrdma_server_memory_limit_bytes' $((256 << 20)) "$WORK/server.prom"
 at_least 'nfsrdma_server_memory_bytes{kind="rdma_payload"}' $((64 * 1114112)) "$WORK/server.prom"
 at_least 'nfsrdma_server_memory_bytes{kind="rdma_connections"}' 1 "$WORK/server.prom"
 at_least 'nfsrdma_server_call_seconds_count{program="NFS",proc="WRITE"}' 8 "$WORK/server.prom"
-at_least 'nfsrdma_server_errors_total{program="NFS",proc="LOOKUP"}' 1 "$WORK/server.prom"
+at_least 'nfsrdma_server_calls_total{program="NFS",proc="LOOKUP"}' 1 "$WORK/server.prom"
+# A LOOKUP's NOENT is an answer, not an error, on either side.
+[ "$(value 'nfsrdma_server_errors_total{program="NFS",proc="LOOKUP"}' "$WORK/server.prom")" = 0 ] ||
+  fail "a LOOKUP of a missing name counted as a server error"
+[ "$(value 'nfsrdma_client_errors_total{proc="LOOKUP"}' "$WORK/client.prom")" = 0 ] ||
+  fail "a LOOKUP of a missing name counted as a client error"
 # Read again past the mount's cache: the server has the file open and its
 # data in the page cache, so READs run on the connection's thread.
 dd if="$MNT/data" of=/dev/null bs=1M iflag=direct status=none || fail "O_DIRECT read"
@@ -69,8 +74,18 @@ echo "ok: registered memory is bounded: the server's payload buffers, the client
 python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" >"$WORK/stat" || fail "nfsrdma-stat"
 grep -Eq '^write: +[0-9.]+ +8192\.0 ' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no 8 MiB written"; }
 grep -Eq '^COMMIT +[1-9]' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no COMMIT row"; }
-python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$SMET" 0.5 1 >"$WORK/stat2" || fail "nfsrdma-stat interval report"
+# An interval report counts what happened in the interval only: nothing on
+# an idle mount, then exactly the 20 LOOKUPs of missing names made in it.
+python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" 0.5 1 >"$WORK/stat2" || fail "nfsrdma-stat interval report"
 grep -q "in the last 0.5 s" "$WORK/stat2" || fail "nfsrdma-stat interval report"
+grep -Eq '^read: +0\.0 +0\.0 ' "$WORK/stat2" && grep -Eq '^write: +0\.0 +0\.0 ' "$WORK/stat2" &&
+  ! grep -Eq '^[A-Z]+ +[0-9]+ ' "$WORK/stat2" || { cat "$WORK/stat2"; fail "nfsrdma-stat: calls on an idle mount"; }
+python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" 2 1 >"$WORK/stat3" &
+STAT_PID=$!
+sleep 0.5
+for i in $(seq 20); do stat "$MNT/missing-$i" 2>/dev/null && fail "missing-$i exists"; done
+wait "$STAT_PID" || fail "nfsrdma-stat interval report"
+grep -Eq '^LOOKUP +20 +[0-9.]+ +0$' "$WORK/stat3" || { cat "$WORK/stat3"; fail "nfsrdma-stat: not 20 LOOKUPs, 0 errors"; }
 echo "ok: nfsrdma-stat"
 
 cat >"$WORK/prometheus.yml" <<YML
