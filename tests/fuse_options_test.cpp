@@ -6,8 +6,11 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <csignal>
+#include <functional>
 #include <thread>
 
 #include "tests/fuse_fixture.hpp"
@@ -173,6 +176,80 @@ TEST_P(Options, FgRetriesUntilTheServerComesUp) {
   later.join();
   put(e("f"), "x");
   EXPECT_EQ(get(m("f")), "x");
+}
+
+// A child that does `what` and exits 0; SIGKILL must end it within a second
+// even while the server is gone (hard mount).
+pid_t spawn(const std::function<void()>& what) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    what();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+// How long a SIGKILLed child took to go; 10 s if it did not.
+std::chrono::milliseconds kill_and_time(pid_t pid) {
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 1000; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::chrono::seconds(10);
+}
+
+TEST_P(Options, AProcessWaitingOnADeadServerCanBeKilled) {
+  remount("hard");
+  std::string data(1 << 20, 'r');
+  put(e("old"), data);
+  int rd = ::open(m("old").c_str(), O_RDONLY);
+  int wr = ::open(m("new").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(rd, 0);
+  ASSERT_GE(wr, 0);
+  server_->stop();
+  std::vector<std::pair<std::string, pid_t>> waiting = {
+      {"stat", spawn([&] {
+         struct stat s {};
+         ::stat(m("missing").c_str(), &s);
+       })},
+      {"read", spawn([&] {
+         char buf[4096];
+         [[maybe_unused]] auto n = ::pread(rd, buf, sizeof buf, 512 << 10);
+       })},
+      {"write+fsync", spawn([&] {
+         [[maybe_unused]] auto n = ::pwrite(wr, "w", 1, 0);
+         ::fsync(wr);
+       })},
+  };
+  // Killed while not waiting at all: its exit's close flushes what it wrote,
+  // a wait that comes with no interrupt (the signal was taken).
+  pid_t idle = spawn([&] {
+    [[maybe_unused]] auto n = ::pwrite(wr, "i", 1, 1);
+    ::pause();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // each is waiting on the server now
+  for (auto& [what, pid] : waiting) {
+    // In D state, not done: the kill below is what ends it.
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << what << " did not wait for the server";
+    auto took = kill_and_time(pid);
+    EXPECT_LT(took, std::chrono::seconds(1)) << what << " took " << took.count() << " ms to die";
+  }
+  auto took = kill_and_time(idle);
+  EXPECT_LT(took, std::chrono::milliseconds(2500)) << "an idle writer took " << took.count() << " ms to die";
+  server_->start();
+  EXPECT_EQ(get(m("old")), data) << "the mount works again";
+  EXPECT_EQ(::pwrite(wr, "x", 1, 2), 1);
+  EXPECT_EQ(::fsync(wr), 0);
+  ::close(wr);
+  ::close(rd);
+  EXPECT_EQ(get(e("new")), "wix") << "what the killed processes wrote went out when the server came back";
+  EXPECT_NE(mount_->log().find("was killed while waiting"), std::string::npos) << mount_->log();
 }
 
 TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {

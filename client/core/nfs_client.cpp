@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "client/core/mount_client.hpp"
@@ -163,7 +164,10 @@ void NfsClient::recycle_locked(Buffer b) {
   if (b && b.use_count() == 1 && spare_.size() < kSpareBuffers) spare_.push_back(std::move(b));
 }
 
+thread_local std::uint32_t CallOwner::current_ = 0;
+
 void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
+  CallOwner as(owner);
   ProcSeries& series = proc_series(proc);
   series.calls->inc();
   // Every NFSv3 result but NULL's starts with its nfsstat3.
@@ -177,14 +181,17 @@ void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
 void NfsClient::send(Proc proc, std::uint32_t xid, Buffer message, Pending p, Done done) {
   p.message = std::move(message);
   done.proc = proc;
+  done.owner = CallOwner::current();
   done.started = std::chrono::steady_clock::now();
   p.done = std::move(done);
   std::optional<Outgoing> out;
   {
-    std::lock_guard lk(mu_);
-    if (stopping_) {
+    std::unique_lock lk(mu_);
+    if (stopping_ || (p.done.owner != 0 && std::ranges::count(cancelled_, p.done.owner) != 0)) {
       auto d = std::move(p.done);
-      return d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+      lk.unlock();
+      return stopping_ ? d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"})
+                       : d(Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"});
     }
     out = prepare_locked(xid, pending_[xid] = std::move(p));
   }
@@ -241,6 +248,46 @@ void NfsClient::on_reply(std::uint32_t xid, std::uint32_t generation, Result<std
   xdr::Decoder d(*reply);
   if (auto r = rpc::check_reply(d, xid); !r) return done(r.error());
   done(d.rest());
+}
+
+void NfsClient::cancel_calls_of(std::uint32_t pid) {
+  std::vector<Done> ended;
+  {
+    std::lock_guard lk(mu_);
+    if (std::ranges::count(cancelled_, pid) == 0) cancelled_.push_back(pid);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      if (p.done.owner != pid) {
+        ++it;
+        continue;
+      }
+      // Sent on the connection still in use, with memory of the caller's the
+      // server may still write into or read from: only a new connection
+      // makes sure it never will.
+      const bool on_wire = p.generation == generation_ && !transports_.empty() && !reconnect_wanted_;
+      const bool exposed = !p.reply_payload.empty() || !p.payload_view.empty();
+      if (on_wire && exposed && options_.proto == Proto::rdma) {
+        spdlog::info("nfs: reconnecting to {}: a cancelled call's buffer is still open to the server", options_.host);
+        reconnect_wanted_ = true;
+        cv_.notify_all();
+      }
+      ended.push_back(std::move(p.done));
+      recycle_locked(std::move(p.message));
+      it = pending_.erase(it);
+    }
+  }
+  spdlog::debug("nfs: {} calls of process {} cancelled", ended.size(), pid);
+  for (auto& d : ended) d(Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"});
+}
+
+void NfsClient::release_owner(std::uint32_t pid) {
+  std::lock_guard lk(mu_);
+  std::erase(cancelled_, pid);
+}
+
+bool NfsClient::has_calls_of(std::uint32_t pid) {
+  std::lock_guard lk(mu_);
+  return std::ranges::any_of(pending_, [pid](const auto& kv) { return kv.second.done.owner == pid; });
 }
 
 void NfsClient::maintenance_loop() {

@@ -11,6 +11,13 @@
 // a call fails with ETIMEDOUT after `retrans` timeouts. Callbacks run on a
 // transport thread, or with `caller_progress` on the thread in progress();
 // spans in a result (READ data) live only during the callback.
+//
+// Owners: a call belongs to the process CallOwner names on the thread that
+// makes it, and the calls its callback makes inherit that owner, so a chain
+// of calls made for one FUSE request all belong to its caller.
+// cancel_calls_of(pid) ends that process's calls at once with EINTR (hard
+// mount or not: the process was killed) and fails any it makes later, until
+// release_owner(pid).
 #pragma once
 
 #include <atomic>
@@ -53,6 +60,21 @@ struct NfsClientOptions {
   bool caller_progress = false;
 };
 
+// The process the calls made on this thread are for (0: none), for this
+// scope; see "Owners" above.
+class CallOwner {
+ public:
+  explicit CallOwner(std::uint32_t pid) : saved_(current_) { current_ = pid; }
+  ~CallOwner() { current_ = saved_; }
+  CallOwner(const CallOwner&) = delete;
+  CallOwner& operator=(const CallOwner&) = delete;
+  static std::uint32_t current() { return current_; }
+
+ private:
+  std::uint32_t saved_;
+  static thread_local std::uint32_t current_;
+};
+
 struct Identity {
   std::uint32_t uid = 0, gid = 0;
   std::vector<std::uint32_t> groups;  // at most 16 are sent
@@ -72,6 +94,14 @@ class NfsClient {
   // Returns how many ran; 0 while the connection is being remade.
   std::size_t progress(int timeout_ms);
   std::uint64_t reconnects() const { return reconnects_; }
+
+  // Ends every call of process `pid` with EINTR, and each it makes from now
+  // until release_owner(pid). A cancelled call whose reply could still land
+  // in registered memory (a READ on a live RDMA connection) makes the client
+  // reconnect first, so no late RDMA Write lands in a buffer given back.
+  void cancel_calls_of(std::uint32_t pid);
+  void release_owner(std::uint32_t pid);
+  bool has_calls_of(std::uint32_t pid);
 
   using RawDone = std::function<void(Result<std::span<const std::uint8_t>>)>;
 
@@ -138,6 +168,7 @@ class NfsClient {
   // would allocate per call).
   struct Done {
     nfs3::Proc proc{};
+    std::uint32_t owner = 0;  // CallOwner when it was made; its callback runs as that owner
     std::chrono::steady_clock::time_point started;
     RawDone raw;  // any procedure
     ReadDone read;
@@ -230,6 +261,7 @@ class NfsClient {
   bool reconnect_wanted_ = false;
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::map<std::uint32_t, Pending> pending_{&pending_nodes_};
+  std::vector<std::uint32_t> cancelled_;  // owners whose calls fail at once (cancel_calls_of)
   std::vector<Buffer> spare_;  // at most kSpareBuffers
   std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};

@@ -49,6 +49,7 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   for (auto* pool : {fs->read_pool_.get(), fs->write_pool_.get(), fs->small_pool_.get()}) {
     if (auto r = c.register_memory(pool->region()); !r) return r.error();
   }
+  fs->interrupts_ = std::make_unique<Interrupts>(c);
   fs->nodes_ = std::make_unique<NodeTable>(c.root());
   fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_, *fs->small_pool_);
   if (!fs->options_.local_posix_locks || !fs->options_.local_flock_locks) {
@@ -85,6 +86,12 @@ void Filesystem::fs_init(fuse_conn_info* conn) {
   if (options_.local_flock_locks) conn->want &= ~FUSE_CAP_FLOCK_LOCKS;
   conn->want &= conn->capable;
   spdlog::debug("fuse: protocol 7.{}, capable {:#x}, want {:#x}", conn->proto_minor, conn->capable, conn->want);
+}
+
+void Filesystem::watch(fuse_req_t req) {
+  fuse_req_interrupt_func(
+      req, [](fuse_req_t r, void* i) { static_cast<Interrupts*>(i)->interrupted(fuse_req_ctx(r)->pid); },
+      interrupts_.get());
 }
 
 std::shared_ptr<Node> Filesystem::node(fuse_req_t req, fuse_ino_t ino) {
@@ -197,7 +204,7 @@ void Filesystem::invalidate_entries(std::stop_token stop) {
 
 void Filesystem::getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n) {
   nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n](Result<GETATTR3res> r) {
-    if (!r || r->status != NFS3_OK) return (void)fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     reply_attr(req, n, r->obj_attributes);
   }, nullptr);
 }
@@ -215,10 +222,17 @@ namespace {
 
 Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
+// What every operation that may wait on the server starts with: its calls
+// are its caller's, and an interrupt is watched (Filesystem::watch).
+struct Enter {
+  client::CallOwner owner;
+  explicit Enter(fuse_req_t r) : owner(fuse_req_ctx(r)->pid) { fs(r).watch(r); }
+};
+
 const fuse_lowlevel_ops kOps = [] {
   fuse_lowlevel_ops o{};
   o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<Filesystem*>(userdata)->fs_init(conn); };
-  o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_lookup(r, p, name); };
+  o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r); fs(r).fs_lookup(r, p, name); };
   o.forget = [](fuse_req_t r, fuse_ino_t ino, std::uint64_t n) {
     fs(r).fs_forget(ino, n);
     fuse_reply_none(r);
@@ -227,49 +241,58 @@ const fuse_lowlevel_ops kOps = [] {
     for (std::size_t i = 0; i < count; ++i) fs(r).fs_forget(list[i].ino, list[i].nlookup);
     fuse_reply_none(r);
   };
-  o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { fs(r).fs_getattr(r, ino); };
+  o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { Enter e(r); fs(r).fs_getattr(r, ino); };
   o.setattr = [](fuse_req_t r, fuse_ino_t ino, struct stat* a, int to_set, fuse_file_info* fi) {
+    Enter e(r);
     fs(r).fs_setattr(r, ino, a, to_set, fi);
   };
-  o.readlink = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_readlink(r, ino); };
+  o.readlink = [](fuse_req_t r, fuse_ino_t ino) { Enter e(r); fs(r).fs_readlink(r, ino); };
   o.mknod = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, dev_t rdev) {
+    Enter e(r);
     fs(r).fs_mknod(r, p, name, mode, rdev);
   };
-  o.mkdir = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode) { fs(r).fs_mkdir(r, p, name, mode); };
-  o.unlink = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_remove(r, p, name, Proc::REMOVE); };
-  o.rmdir = [](fuse_req_t r, fuse_ino_t p, const char* name) { fs(r).fs_remove(r, p, name, Proc::RMDIR); };
+  o.mkdir = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode) { Enter e(r); fs(r).fs_mkdir(r, p, name, mode); };
+  o.unlink = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r); fs(r).fs_remove(r, p, name, Proc::REMOVE); };
+  o.rmdir = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r); fs(r).fs_remove(r, p, name, Proc::RMDIR); };
   o.symlink = [](fuse_req_t r, const char* target, fuse_ino_t p, const char* name) {
+    Enter e(r);
     fs(r).fs_symlink(r, target, p, name);
   };
   o.rename = [](fuse_req_t r, fuse_ino_t p, const char* name, fuse_ino_t np, const char* nname, unsigned flags) {
+    Enter e(r);
     fs(r).fs_rename(r, p, name, np, nname, flags);
   };
-  o.link = [](fuse_req_t r, fuse_ino_t ino, fuse_ino_t np, const char* nname) { fs(r).fs_link(r, ino, np, nname); };
-  o.open = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_open(r, ino, fi); };
+  o.link = [](fuse_req_t r, fuse_ino_t ino, fuse_ino_t np, const char* nname) { Enter e(r); fs(r).fs_link(r, ino, np, nname); };
+  o.open = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r); fs(r).fs_open(r, ino, fi); };
   o.create = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, fuse_file_info* fi) {
+    Enter e(r);
     fs(r).fs_create(r, p, name, mode, fi);
   };
   o.read = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+    Enter e(r);
     fs(r).fs_read(r, ino, size, off, fi);
   };
   o.write_buf = [](fuse_req_t r, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
+    Enter e(r);
     fs(r).fs_write_buf(r, ino, in, off, fi);
   };
-  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_flush(r, ino, fi); };
-  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { fs(r).fs_fsync(r, ino); };
-  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_release(r, fi); };
-  o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) { fs(r).fs_getlk(r, ino, fi, l); };
+  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r); fs(r).fs_flush(r, ino, fi); };
+  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { Enter e(r); fs(r).fs_fsync(r, ino); };
+  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter e(r); fs(r).fs_release(r, fi); };
+  o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) { Enter e(r); fs(r).fs_getlk(r, ino, fi, l); };
   o.setlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l, int sleep) {
+    Enter e(r);
     fs(r).fs_setlk(r, ino, fi, l, sleep);
   };
-  o.flock = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, int op) { fs(r).fs_flock(r, ino, fi, op); };
-  o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { fs(r).fs_opendir(r, ino, fi); };
+  o.flock = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, int op) { Enter e(r); fs(r).fs_flock(r, ino, fi, op); };
+  o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r); fs(r).fs_opendir(r, ino, fi); };
   o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+    Enter e(r);
     fs(r).fs_readdirplus(r, ino, size, off, fi);
   };
-  o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { fs(r).fs_releasedir(r, fi); };
+  o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter e(r); fs(r).fs_releasedir(r, fi); };
   o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
-  o.statfs = [](fuse_req_t r, fuse_ino_t ino) { fs(r).fs_statfs(r, ino); };
+  o.statfs = [](fuse_req_t r, fuse_ino_t ino) { Enter e(r); fs(r).fs_statfs(r, ino); };
   return o;
 }();
 

@@ -31,6 +31,7 @@
 #include "client/core/lock_client.hpp"
 #include "client/core/nfs_client.hpp"
 #include "client/fuse/buffer_pool.hpp"
+#include "client/fuse/interrupts.hpp"
 #include "client/fuse/mount_options.hpp"
 #include "client/fuse/node_table.hpp"
 #include "client/fuse/write_back.hpp"
@@ -49,6 +50,9 @@ class Filesystem {
   // nullptr before the session is destroyed.
   void attach(fuse_session* se);
   static const fuse_lowlevel_ops& operations();
+  // Every request's calls belong to its caller (client::CallOwner), and an
+  // interrupt of it goes to interrupts_ (interrupts.hpp).
+  void watch(fuse_req_t req);
 
   // The operations, called through operations()'s table.
   void fs_init(fuse_conn_info* conn);
@@ -151,6 +155,7 @@ class Filesystem {
 
   MountOptions options_;
   std::unique_ptr<client::NfsClient> nfs_;
+  std::unique_ptr<Interrupts> interrupts_;
   std::unique_ptr<client::LockClient> locks_;  // null when both lock kinds are local
   std::unique_ptr<NodeTable> nodes_;
   std::unique_ptr<BufferPool> read_pool_, write_pool_, small_pool_;
@@ -170,10 +175,14 @@ class Filesystem {
 // The caller of `req` as AUTH_SYS sends it: uid, gid and supplementary groups.
 client::Identity caller(fuse_req_t req);
 
+// The errno a call that got no answer ends with: EINTR when its caller was
+// killed (Interrupts), else EIO, as nfs(5) says of a soft mount's timeouts.
+inline int call_errno(const Error& e) { return e.code == EINTR ? EINTR : EIO; }
+
 // 0, or the errno a failed call or a result's NFS status becomes.
 template <class Res>
 int failed(const Result<Res>& r) {
-  return !r ? EIO : client::nfsstat3_to_errno(r->status);
+  return !r ? call_errno(r.error()) : client::nfsstat3_to_errno(r->status);
 }
 
 }  // namespace nfsrdma::fuse

@@ -79,7 +79,7 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
         readdirplus_ = false;
         return fs_readdirplus_fallback(req, a.dir, a.cookie, a.cookieverf, store, who);
       }
-      if (!r || r->status != NFS3_OK) return (void)fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+      if (int e = failed(r)) return (void)fuse_reply_err(req, e);
       store(r->cookieverf, std::move(r->entries), r->eof, r->dir_attributes);
     }, &who);
   }
@@ -90,7 +90,7 @@ void Filesystem::fs_readdirplus_fallback(fuse_req_t req, const nfs_fh3& dir, std
                                          const StoreEntries& store, const client::Identity& who) {
   READDIR3args a{dir, cookie, verf, kMaxCount};
   nfs_->call<READDIR3res>(Proc::READDIR, a, [req, store](Result<READDIR3res> r) {
-    if (!r || r->status != NFS3_OK) return (void)fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     std::vector<entryplus3> plus;
     plus.reserve(r->entries.size());
     for (auto& e : r->entries) plus.push_back(entryplus3{e.fileid, std::move(e.name), e.cookie, {}, {}});

@@ -97,7 +97,11 @@ void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
   if (locks_ && locks_->lost(n->fh)) return (void)fuse_reply_err(req, EIO);  // its lock went in a server restart
   const OpenFile* f = opened(fi);
   if (writes_->idle(*n)) return read_chunk(req, n, size, off, f->who);
-  writes_->drain(n, [this, req, n, size, off, who = f->who] { read_chunk(req, n, size, off, who); });
+  auto go = interrupts_->guard([this, req, n, size, off, who = f->who](int err) {
+    if (err) return (void)fuse_reply_err(req, err);
+    read_chunk(req, n, size, off, who);
+  });
+  writes_->drain(n, [go] { go(0); });
 }
 
 void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
@@ -106,7 +110,7 @@ void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std:
   nfs_->read(n->fh, static_cast<std::uint64_t>(off), {buf, size},
              [this, req, buf](Result<client::NfsClient::ReadResult> r) {
                if (!r || r->status != NFS3_OK) {
-                 fuse_reply_err(req, !r ? EIO : client::nfsstat3_to_errno(r->status));
+                 fuse_reply_err(req, !r ? call_errno(r.error()) : client::nfsstat3_to_errno(r->status));
                } else {
                  fuse_reply_buf(req, reinterpret_cast<const char*>(buf), r->count);
                }
@@ -135,7 +139,9 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
   if (e != 0) return (void)fuse_reply_err(req, e);
   if (!options_.writes_sync()) return (void)fuse_reply_write(req, size);
   // sync (or noac): the data is on the server's stable storage before write(2) returns.
-  writes_->commit(n, [req, size](int err) { err ? fuse_reply_err(req, err) : fuse_reply_write(req, size); });
+  writes_->commit(n, interrupts_->guard([req, size](int err) {
+    err ? fuse_reply_err(req, err) : fuse_reply_write(req, size);
+  }));
 }
 
 void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
@@ -158,13 +164,13 @@ void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     locks_->release(n->fh, fi->lock_owner);
     return (void)fuse_reply_err(req, e);
   }
-  writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });
+  writes_->commit(n, interrupts_->guard([req](int e) { fuse_reply_err(req, e); }));
 }
 
 void Filesystem::fs_fsync(fuse_req_t req, fuse_ino_t ino) {
   auto n = node(req, ino);
   if (!n) return;
-  writes_->commit(n, [req](int e) { fuse_reply_err(req, e); });
+  writes_->commit(n, interrupts_->guard([req](int e) { fuse_reply_err(req, e); }));
 }
 
 }  // namespace nfsrdma::fuse

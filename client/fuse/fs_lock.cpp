@@ -29,7 +29,7 @@ bool range_of(const struct flock* l, std::uint64_t& start, std::uint64_t& end) {
 int Filesystem::commit_now(const std::shared_ptr<Node>& n) {
   auto done = std::make_shared<std::promise<int>>();
   auto f = done->get_future();
-  writes_->commit(n, [done](int e) { done->set_value(e); });
+  writes_->commit(n, interrupts_->guard([done](int e) { done->set_value(e); }));
   return f.get();
 }
 

@@ -114,6 +114,7 @@ int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::
 }
 
 void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e) {
+  client::CallOwner nobody(0);  // the write-back's calls are no caller's: a killed one's data still goes out
   WRITE3args a;
   a.file = n->fh;
   a.offset = e->offset + e->sent;
@@ -193,6 +194,7 @@ void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<voi
 }
 
 void WriteBack::start_commit(const std::shared_ptr<Node>& n, Waiters waiters) {
+  client::CallOwner nobody(0);  // the write-back's calls are no caller's: a killed one's data still goes out
   FileWrites& w = n->writes;
   std::vector<Extent*> covered;
   client::Identity who;
@@ -232,6 +234,7 @@ void WriteBack::start_commit(const std::shared_ptr<Node>& n, Waiters waiters) {
 }
 
 void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i, Waiters waiters) {
+  client::CallOwner nobody(0);  // the write-back's calls are no caller's: a killed one's data still goes out
   if (i == list.size()) {
     std::vector<std::function<void()>> run;
     {

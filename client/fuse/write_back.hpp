@@ -17,6 +17,9 @@
 //   per file; requests that arrive meanwhile get the next round.
 //   The first WRITE/COMMIT error is kept and reported by the next write(),
 //   flush or fsync (close and fsync report it, as with nfs(5)).
+// Its WRITEs and COMMITs belong to no caller (client::CallOwner 0): a process
+// killed while it waits for them stops waiting (Interrupts::guard), and its
+// data still goes out.
 // WARNING: client calls are never made under a FileWrites lock: a transport
 // may run the reply callback inside the call.
 #pragma once

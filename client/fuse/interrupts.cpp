@@ -1,0 +1,166 @@
+#include "client/fuse/interrupts.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "lib/base/log.hpp"
+
+namespace nfsrdma::fuse {
+namespace {
+
+constexpr std::size_t kMaxWatched = 4096;  // processes with an interrupted request; more are not watched
+constexpr auto kLook = std::chrono::milliseconds(100);  // how often a watched process is looked at
+constexpr auto kOldWait = std::chrono::seconds(1);      // a guarded wait this old gets its caller watched
+
+enum class Caller : std::uint8_t { gone, killed, alive };
+
+// Whether thread `pid` is gone, being killed, or neither. Killed: SIGKILL
+// pending (to it or its process), or already exiting, which is where the
+// signal went once taken, and where a killed process closing its files
+// waits on their FLUSH.
+Caller look_at(std::uint32_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream in(dir + "/status");
+  if (!in) return Caller::gone;
+  constexpr unsigned long long kKill = 1ull << (9 - 1);  // SIGKILL's bit in SigPnd and ShdPnd
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0) {
+      if (std::stoull(line.substr(7), nullptr, 16) & kKill) return Caller::killed;
+    }
+  }
+  // stat(5): the 9th field, after "(comm)", holds the task's flags.
+  std::ifstream st(dir + "/stat");
+  std::string text((std::istreambuf_iterator<char>(st)), {});
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return Caller::gone;
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 9 && rest >> field; ++i) {
+  }
+  constexpr unsigned long kExiting = 0x4;  // PF_EXITING
+  return rest && (std::stoul(field) & kExiting) ? Caller::killed : Caller::alive;
+}
+
+}  // namespace
+
+Interrupts::Interrupts(client::NfsClient& nfs)
+    : nfs_(nfs), watcher_([this](std::stop_token stop) { loop(stop); }) {}
+
+Interrupts::~Interrupts() {
+  watcher_.request_stop();
+  cv_.notify_all();
+}
+
+void Interrupts::interrupted(std::uint32_t pid) {
+  {
+    std::lock_guard lk(mu_);
+    if (std::ranges::any_of(watched_, [pid](const Watched& w) { return w.pid == pid; })) return;
+    if (watched_.size() >= kMaxWatched) {
+      NFSRDMA_LOG_LIMITED(warn, "fuse: {} processes with interrupted requests already watched; not {}", kMaxWatched,
+                          pid);
+      return;
+    }
+    watched_.push_back({pid, false});
+  }
+  cv_.notify_all();
+}
+
+std::function<void(int)> Interrupts::guard(std::function<void(int)> answer) {
+  auto w = std::make_shared<Wait>();
+  w->pid = client::CallOwner::current();
+  w->since = std::chrono::steady_clock::now();
+  w->answer = std::move(answer);
+  if (w->pid != 0) {
+    std::unique_lock lk(mu_);
+    if (std::ranges::any_of(watched_, [&](const Watched& v) { return v.pid == w->pid && v.cancelled; })) {
+      // Killed already: a request it makes now (the FLUSH of each file its
+      // exit closes) ends at once, as its NFS calls do.
+      lk.unlock();
+      w->answered = true;
+      client::CallOwner as(w->pid);
+      w->answer(EINTR);
+      return [](int) {};
+    }
+    if (waits_.size() >= prune_at_) {
+      std::erase_if(waits_, [](const std::weak_ptr<Wait>& p) { return p.expired(); });
+      prune_at_ = std::max<std::size_t>(64, 2 * waits_.size());
+    }
+    waits_.push_back(w);
+    if (waits_.size() == 1) cv_.notify_all();
+  }
+  return [w](int err) {
+    client::CallOwner as(w->pid);  // what the answer calls is the caller's too
+    if (!w->answered.exchange(true)) w->answer(err);
+  };
+}
+
+bool Interrupts::waits_on_guard(std::uint32_t pid) {
+  std::lock_guard lk(mu_);
+  return std::ranges::any_of(waits_, [pid](const std::weak_ptr<Wait>& p) {
+    auto w = p.lock();
+    return w && w->pid == pid && !w->answered.load();
+  });
+}
+
+void Interrupts::cancel(std::uint32_t pid) {
+  spdlog::info("fuse: process {} was killed while waiting on the server; its requests end with EINTR", pid);
+  nfs_.cancel_calls_of(pid);
+  std::vector<std::shared_ptr<Wait>> mine;
+  {
+    std::lock_guard lk(mu_);
+    // ORDER: marked before the sweep, so a wait made meanwhile is either
+    // swept or ended by guard() itself.
+    for (auto& w : watched_) w.cancelled = w.cancelled || w.pid == pid;
+    for (auto& p : waits_) {
+      if (auto w = p.lock(); w && w->pid == pid) mine.push_back(std::move(w));
+    }
+  }
+  for (auto& w : mine) {
+    if (!w->answered.exchange(true)) w->answer(EINTR);
+  }
+}
+
+void Interrupts::loop(std::stop_token stop) {
+  std::unique_lock lk(mu_);
+  while (!stop.stop_requested()) {
+    std::erase_if(waits_, [](const std::weak_ptr<Wait>& p) { return p.expired(); });
+    if (!watched_.empty()) {
+      cv_.wait_for(lk, stop, kLook, [] { return false; });
+    } else if (!waits_.empty()) {
+      cv_.wait_for(lk, stop, kOldWait, [&] { return !watched_.empty(); });
+    } else {
+      cv_.wait(lk, stop, [&] { return !watched_.empty() || !waits_.empty(); });
+    }
+    if (stop.stop_requested()) break;
+    // A wait this old may be a killed process's last: the FLUSH of a file
+    // its exit closes comes with no interrupt (the signal was taken).
+    const auto old = std::chrono::steady_clock::now() - kOldWait;
+    for (auto& p : waits_) {
+      auto w = p.lock();
+      if (!w || w->answered || w->since > old || watched_.size() >= kMaxWatched) continue;
+      if (std::ranges::none_of(watched_, [&](const Watched& v) { return v.pid == w->pid; })) {
+        watched_.push_back({w->pid, false});
+      }
+    }
+    const std::vector<Watched> now = watched_;
+    lk.unlock();
+    std::vector<std::uint32_t> done;  // no longer watched
+    for (const auto& w : now) {
+      Caller c = look_at(w.pid);
+      if (c == Caller::gone) {
+        if (w.cancelled) nfs_.release_owner(w.pid);
+        done.push_back(w.pid);
+      } else if (!w.cancelled && c == Caller::killed) {
+        cancel(w.pid);
+      } else if (!w.cancelled && !nfs_.has_calls_of(w.pid) && !waits_on_guard(w.pid)) {
+        done.push_back(w.pid);  // a signal it survived, and it waits on nothing now
+      }
+    }
+    lk.lock();
+    std::erase_if(watched_, [&](const Watched& w) { return std::ranges::count(done, w.pid) != 0; });
+  }
+}
+
+}  // namespace nfsrdma::fuse
