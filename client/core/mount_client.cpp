@@ -1,5 +1,7 @@
 #include "client/core/mount_client.hpp"
 
+#include <unistd.h>
+
 #include "lib/nfs3/mount3.hpp"
 #include "lib/nfs3/portmap2.hpp"
 #include "lib/rpc/sync_call.hpp"
@@ -14,7 +16,14 @@ Error mount_error(const std::string& what) { return Error{ErrorDomain::rpc, 0, A
 
 Result<std::uint16_t> portmap_getport(const std::string& host, std::uint32_t prog, std::uint32_t vers) {
   auto t = tcp::TcpClient::connect(host, portmap2::kPort);
-  if (!t) return t.error();
+  if (!t) {
+    Error e = t.error();
+    const char* what = prog == mount3::kProgram ? "MOUNT" : prog == 100003 ? "NFS" : prog == 100021 ? "NLM" : "an";
+    e.message += std::string(" (asking the portmapper for the ") + what +
+                 " port: start nfsrdma-server with --portmap, or rpcbind beside it, or give mountport= and, for "
+                 "proto=tcp, port=)";
+    return e;
+  }
   std::vector<std::uint8_t> args;
   xdr::encode(args, portmap2::mapping{prog, vers, portmap2::IPPROTO_TCP_, 0});
   auto reply = rpc::call_sync(**t, portmap2::kProgram, portmap2::kVersion,
@@ -52,8 +61,12 @@ Result<nfs3::nfs_fh3> mount_export(const std::string& host, std::uint16_t mount_
     case mount3::MNT3_OK: return r.fhandle;
     case mount3::MNT3ERR_ACCES: return mount_error("mounting " + host + ":" + path + " failed: access denied by server");
     case mount3::MNT3ERR_PERM:
-      return mount_error("mounting " + host + ":" + path + " failed: permission denied (the export may require a "
-                         "privileged source port)");
+      return mount_error("mounting " + host + ":" + path + " failed: permission denied: the export is 'secure' and " +
+                         (resvport && ::geteuid() == 0
+                              ? std::string("refused our privileged source port")
+                              : std::string("MOUNT came from a port above 1023 (") +
+                                    (resvport ? "not root" : "noresvport") +
+                                    "): add 'insecure' to the export's options, or mount as root with resvport"));
     case mount3::MNT3ERR_NOENT: return mount_error("mounting " + host + ":" + path + " failed: no such export");
     case mount3::MNT3ERR_NOTDIR: return mount_error("mounting " + host + ":" + path + " failed: not a directory");
     default:

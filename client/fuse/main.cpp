@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <fstream>
@@ -115,6 +116,28 @@ std::string set_atime(const std::string& mountpoint, const fuse::MountOptions& o
 
 // What mount.nfs retries: the server not up yet, or not reachable yet. An
 // answer (no such export, access denied, a bad option) is final.
+// The source of an nfsrdma mount on `dir` (/proc/self/mounts octal-escapes
+// spaces and the like in both), or "".
+std::string mounted_here(const std::string& dir) {
+  auto unescape = [](const std::string& f) {
+    std::string out;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      if (f[i] == '\\' && i + 3 < f.size() && std::isdigit(static_cast<unsigned char>(f[i + 1]))) {
+        out += static_cast<char>(std::stoi(f.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        out += f[i];
+      }
+    }
+    return out;
+  };
+  std::ifstream in("/proc/self/mounts");
+  for (std::string src, at, type, rest; in >> src >> at >> type && std::getline(in, rest);) {
+    if (unescape(at) == dir && type.starts_with("fuse.nfsrdma")) return unescape(src);
+  }
+  return "";
+}
+
 bool transient(const Error& e) {
   switch (e.code) {
     case ECONNREFUSED: case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case ECONNRESET: case ENOTCONN:
@@ -130,14 +153,22 @@ bool transient(const Error& e) {
 Result<std::unique_ptr<fuse::Filesystem>> connect_with_retries(const fuse::MountOptions& options,
                                                                const std::string& source,
                                                                const std::function<int(const std::string&)>& fail) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(options.retry_minutes());
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::minutes(options.retry_minutes());
   auto pause = std::chrono::seconds(1);
   bool backgrounded = false;
   for (;;) {
     auto fs = fuse::Filesystem::connect(options);
-    if (fs || !transient(fs.error()) || std::chrono::steady_clock::now() + pause > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (fs || !transient(fs.error()) || now >= deadline) {
       if (!fs && backgrounded) spdlog::error("mount {}: {}; giving up", source, fs.error().describe());
-      if (!fs) fail(fs.error().describe());
+      if (!fs && transient(fs.error())) {
+        fail(fs.error().describe() + fmt::format("; gave up after {} s (retry={})",
+                                                 std::chrono::duration_cast<std::chrono::seconds>(now - start).count(),
+                                                 options.retry_minutes()));
+      } else if (!fs) {
+        fail(fs.error().describe());
+      }
       return fs;
     }
     if (options.background && daemon_pipe >= 0) {
@@ -146,8 +177,17 @@ Result<std::unique_ptr<fuse::Filesystem>> connect_with_retries(const fuse::Mount
                    fs.error().describe().c_str());
       report_to_parent(0);
     }
-    spdlog::warn("mount {}: {}; trying again in {} s", source, fs.error().describe(), pause.count());
-    std::this_thread::sleep_for(pause);
+    // The last try is at the deadline: retry=N means N minutes of trying.
+    const auto wait = std::min<std::chrono::steady_clock::duration>(pause, deadline - now);
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - now).count();
+    if (!backgrounded && daemon_pipe >= 0) {
+      // The caller's terminal, which a daemon's syslog would leave silent.
+      std::fprintf(stderr, "nfsrdma-fuse: %s: %s; trying again (for %lld s more)\n", source.c_str(),
+                   fs.error().describe().c_str(), static_cast<long long>(left));
+    }
+    spdlog::warn("mount {}: {}; trying again in {} s ({} s left)", source, fs.error().describe(),
+                 std::chrono::duration_cast<std::chrono::seconds>(wait).count(), left);
+    std::this_thread::sleep_for(wait);
     pause = std::min(pause * 2, std::chrono::seconds(30));
   }
 }
@@ -196,6 +236,9 @@ int main(int argc, char** argv) {
   options->mountpoint = mountpoint;
   struct stat mst {};
   if (::stat(real, &mst) != 0 || !S_ISDIR(mst.st_mode)) return fail("mount point is not a directory");
+  if (auto on = mounted_here(mountpoint); !on.empty()) {
+    return fail("already mounted (" + on + " is mounted there; umount it first)");  // as mount.nfs refuses
+  }
 
   // ORDER: fork before any thread exists (the NFS client starts several).
   if (!foreground) detach_or_exit();
@@ -207,6 +250,11 @@ int main(int argc, char** argv) {
     auto m = metrics::HttpEndpoint::start(options->metrics);
     if (!m) return fail(m.error().describe());
     metrics_http = std::move(*m);
+  }
+  const std::string transport = options->choose_transport();
+  spdlog::info("mount {}: {}", source, transport);
+  if (!options->transport_given && options->nfs.proto == client::Proto::tcp && daemon_pipe >= 0) {
+    std::fprintf(stderr, "nfsrdma-fuse: %s: %s\n", source.c_str(), transport.c_str());
   }
   auto fs = connect_with_retries(*options, source, fail);
   if (!fs) return kMountFailed;

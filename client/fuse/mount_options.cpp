@@ -1,5 +1,7 @@
 #include "client/fuse/mount_options.hpp"
 
+#include "lib/fabric/fabric.hpp"
+
 #include <sys/mount.h>
 
 #include <array>
@@ -48,15 +50,16 @@ constexpr std::string_view kVfs = "mount(8)'s meaning: flags of the mount point,
 #define MOUNT8(name) {{name, "mount(8)'s own; nothing for the filesystem to do"}, SET()}
 
 const Option kOptions[] = {
-    {{"proto=rdma|tcp", "transport for NFS: RPC-over-RDMA (default) or TCP; MOUNT always goes over TCP"},
+    {{"proto=rdma|tcp", "transport for NFS: RPC-over-RDMA or TCP (default: rdma where an RDMA device is present, else tcp); MOUNT always goes over TCP"},
      [](MountOptions& o, std::string_view v) -> Result<void> {
        if (v == "rdma") o.nfs.proto = client::Proto::rdma;
        else if (v == "tcp") o.nfs.proto = client::Proto::tcp;
        else return bad("proto=" + std::string(v) + ": only rdma and tcp are supported (no UDP)");
+       o.transport_given = true;
        return {};
      }},
-    {{"rdma", "same as proto=rdma"}, SET(o.nfs.proto = client::Proto::rdma)},
-    {{"tcp", "same as proto=tcp"}, SET(o.nfs.proto = client::Proto::tcp)},
+    {{"rdma", "same as proto=rdma"}, SET(o.nfs.proto = client::Proto::rdma; o.transport_given = true)},
+    {{"tcp", "same as proto=tcp"}, SET(o.nfs.proto = client::Proto::tcp; o.transport_given = true)},
     {{"udp", "refused: NFS over UDP is not supported"}, [](MountOptions&, std::string_view) -> Result<void> {
        return bad("udp: NFS over UDP is not supported; use proto=rdma or proto=tcp");
      }},
@@ -149,6 +152,7 @@ const Option kOptions[] = {
     {{"provider=NAME", "libfabric provider for RDMA: verbs, tcp or sockets (default: verbs if a verbs device exists, else tcp)"},
      [](MountOptions& o, std::string_view v) -> Result<void> {
        o.nfs.provider = std::string(v);
+       o.transport_given = true;  // a provider is for RPC-over-RDMA
        return {};
      }},
     {{"credits=N", "most RPC-over-RDMA calls in flight asked of the server, 1 to 1024 (default 128)"},
@@ -238,6 +242,28 @@ Result<MountOptions> parse_mount(std::string_view source, std::string_view optio
   if (o.acregmax_s < o.acregmin_s) o.acregmax_s = o.acregmin_s;
   if (o.acdirmax_s < o.acdirmin_s) o.acdirmax_s = o.acdirmin_s;
   return o;
+}
+
+std::string MountOptions::choose_transport() {
+  if (transport_given && nfs.proto == client::Proto::tcp) return "NFS over TCP (proto=tcp)";
+  // An unknown provider name is left for the connection to report.
+  auto chosen = fabric::choose_provider(nfs.provider);
+  const std::string provider = chosen ? *chosen : nfs.provider;
+  if (transport_given) {
+    const char* why = !nfs.provider.empty() ? "provider= given"
+                      : provider == "verbs" ? "an RDMA device is present"
+                                            : "no RDMA device: proto=rdma carries it over TCP";
+    nfs.provider = provider;
+    return "RPC-over-RDMA on libfabric's " + provider + " provider (" + why + ")";
+  }
+  if (provider == "verbs") {
+    nfs.proto = client::Proto::rdma;
+    nfs.provider = provider;
+    return "RPC-over-RDMA on libfabric's verbs provider (the default where an RDMA device is present)";
+  }
+  nfs.proto = client::Proto::tcp;
+  return "NFS over TCP (no RDMA device here; proto=rdma would carry RPC-over-RDMA over libfabric's tcp provider, "
+         "which is slower than TCP)";
 }
 
 std::string describe(const MountOptions& o) {

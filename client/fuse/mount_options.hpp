@@ -37,7 +37,13 @@ struct MountOptions {
   std::optional<bool> nodiratime;          // libfuse passes neither; main() sets them with mount_setattr
   std::string metrics;                     // HOST:PORT for Prometheus metrics, empty for none
   std::string mountpoint;                  // not an option: names this mount as a lock client
+  bool transport_given = false;            // proto=, rdma, tcp or provider= was given (choose_transport)
 
+  // Settles proto and provider: what was given, else RPC-over-RDMA where an
+  // RDMA device is present and TCP where none is (libfabric's tcp provider,
+  // which carries RPC-over-RDMA over TCP, is slower than TCP itself). Returns
+  // the choice and the reason, in one line for the log.
+  std::string choose_transport();
   bool writes_sync() const { return sync || noac; }  // nfs(5): noac makes writes synchronous too
   int retry_minutes() const { return retry_min >= 0 ? retry_min : background ? 10000 : 2; }
 };

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/fabric/fabric.hpp"
+
 namespace nfsrdma::fuse {
 namespace {
 
@@ -128,6 +130,30 @@ TEST(MountOptions, NoacAndDescribe) {
   EXPECT_NE(d.find("proto=rdma"), std::string::npos);
   EXPECT_NE(d.find("noac"), std::string::npos);
   EXPECT_NE(d.find("hard"), std::string::npos);
+}
+
+TEST(MountOptions, TheTransportIsWhatWasGivenElseRdmaOnlyWhereAnRdmaDeviceIs) {
+  auto provider = fabric::choose_provider("");
+  const bool device = provider.ok() && *provider == "verbs";
+  auto o = parse_mount("h:/e", "");
+  std::string why = o->choose_transport();
+  EXPECT_EQ(o->nfs.proto, device ? client::Proto::rdma : client::Proto::tcp) << why;
+  EXPECT_NE(why.find(device ? "RDMA device is present" : "no RDMA device"), std::string::npos) << why;
+
+  o = parse_mount("h:/e", "proto=rdma");
+  why = o->choose_transport();
+  EXPECT_EQ(o->nfs.proto, client::Proto::rdma);
+  EXPECT_EQ(o->nfs.provider, device ? "verbs" : "tcp") << "named, for the mount's log line";
+  EXPECT_NE(why.find("RPC-over-RDMA on libfabric's " + o->nfs.provider), std::string::npos) << why;
+
+  o = parse_mount("h:/e", "provider=tcp");
+  why = o->choose_transport();
+  EXPECT_EQ(o->nfs.proto, client::Proto::rdma) << "a provider is for RPC-over-RDMA";
+  EXPECT_NE(why.find("provider= given"), std::string::npos) << why;
+
+  o = parse_mount("h:/e", "tcp");
+  EXPECT_EQ(o->choose_transport(), "NFS over TCP (proto=tcp)");
+  EXPECT_EQ(o->nfs.proto, client::Proto::tcp);
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 #include "lib/base/log.hpp"
 
 #include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <mutex>
 
@@ -105,8 +110,24 @@ bool init_logging(std::string_view level, std::string_view syslog_ident) {
   if (syslog_ident.empty()) {
     inner = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     pattern = "%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%t] %v";
-  } else {
+  } else if (struct stat st {}; ::stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode)) {
     inner = std::make_shared<spdlog::sinks::syslog_sink_mt>(std::string(syslog_ident), LOG_PID, LOG_DAEMON, false);
+  } else {
+    // No syslog daemon here (a container, a minimal system): a file, named on
+    // standard error while that is still the caller's terminal.
+    const std::string file = ::geteuid() == 0
+                                 ? "/var/log/" + std::string(syslog_ident) + ".log"
+                                 : "/tmp/" + std::string(syslog_ident) + "-" + std::to_string(::geteuid()) + ".log";
+    try {
+      inner = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(file, 16 << 20, 1);  // 32 MiB at most
+      std::fprintf(stderr, "%.*s: no syslog (/dev/log is missing): logging to %s\n",
+                   static_cast<int>(syslog_ident.size()), syslog_ident.data(), file.c_str());
+    } catch (const spdlog::spdlog_ex&) {
+      inner = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+      std::fprintf(stderr, "%.*s: no syslog (/dev/log is missing) and %s cannot be written: logging to standard "
+                   "error\n", static_cast<int>(syslog_ident.size()), syslog_ident.data(), file.c_str());
+    }
+    pattern = "%Y-%m-%dT%H:%M:%S.%e %l [%P/%t] %v";
   }
   auto logger = std::make_shared<spdlog::logger>("nfsrdma", std::make_shared<EscapingSink>(inner));
   logger->set_pattern(pattern);

@@ -20,7 +20,9 @@ namespace nfsrdma {
 
 // Accepts spdlog's level names (trace, debug, info, warn, error, critical, off).
 // Returns false for an unknown name. With a `syslog_ident` (daemons that have
-// left their terminal) lines go to syslog instead of stderr.
+// left their terminal) lines go to syslog instead of stderr, or where no syslog
+// daemon listens on /dev/log, to /var/log/IDENT.log (/tmp/IDENT-UID.log when
+// not root; 16 MiB, and one older file), which it names on stderr.
 bool init_logging(std::string_view level, std::string_view syslog_ident = {});
 
 // `text` with \\ for a backslash, \n \r \t, \xNN for every other byte below

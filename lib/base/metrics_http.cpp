@@ -25,6 +25,12 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& add
   }
   std::unique_ptr<HttpEndpoint> e(new HttpEndpoint);
   e->server_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, which lets a
+  // second process bind the same port and take every other scrape.
+  e->server_->set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   e->server_->Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry().render(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -16,6 +16,22 @@ OPTS="proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT"
 grep -q " $MNT fuse.nfsrdma " /proc/mounts || fail "no fuse.nfsrdma entry in /proc/mounts"
 echo "ok: mounted over rdma"
 
+# As mount.nfs: a second mount on the same mount point is refused, exit 32.
+rc=0; out=$("$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "$OPTS" 2>&1) || rc=$?
+[ "$rc" = 32 ] && grep -q "already mounted" <<<"$out" && [ "$(wc -l <<<"$out")" = 1 ] ||
+  fail "a second mount on $MNT: status $rc, '$out'"
+[ "$(grep -c " $MNT fuse.nfsrdma " /proc/mounts)" = 1 ] || fail "two mounts stacked on $MNT"
+echo "ok: a second mount on the same mount point is refused: $out"
+
+# Without mountport= and no portmapper: the reason names both ways out.
+if ! (exec 3<>/dev/tcp/127.0.0.1/111) 2>/dev/null; then
+  mkdir -p "$WORK/mnt3"
+  rc=0; out=$("$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$WORK/mnt3" -o "proto=tcp,retry=0" 2>&1) || rc=$?
+  [ "$rc" = 32 ] && grep -q -- "--portmap" <<<"$out" && grep -q "mountport=" <<<"$out" ||
+    fail "no portmapper: status $rc, '$out'"
+  echo "ok: no portmapper: $out"
+fi
+
 # A source tree with the kinds of files tools meet: deep dirs, symlinks, hard
 # links, modes, empty and large files.
 mkdir -p "$SRC/a/b/c" "$SRC/empty"

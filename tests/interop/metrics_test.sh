@@ -23,6 +23,15 @@ on_exit '[ -n "$PROM_PID" ] && kill "$PROM_PID"'
 
 "$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" \
   -o "proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT,metrics=127.0.0.1:$CMET" || fail "mount"
+# One endpoint per port: a second process asking for it fails (exit 32 for a mount).
+mkdir -p "$WORK/mnt2"
+rc=0; out=$("$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$WORK/mnt2" \
+  -o "proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT,metrics=127.0.0.1:$CMET" 2>&1) || rc=$?
+[ "$rc" = 32 ] && grep -q "metrics" <<<"$out" || fail "a second mount on metrics port $CMET: status $rc, '$out'"
+rc=0; "$NFSRDMA_SERVER" --port "$(free_port)" --mount-port "$(free_port)" --no-rdma --no-nlm --no-register \
+  --state-dir "$WORK/state2" --export "$EXPORT" --metrics "127.0.0.1:$SMET" >"$WORK/server2.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] || fail "a second server served metrics port $SMET"
+echo "ok: a metrics port in use is refused ($out)"
 head -c $((8 << 20)) /dev/urandom >"$MNT/data" && cat "$MNT/data" >/dev/null && ls "$MNT" >/dev/null
 cat "$MNT/missing" 2>/dev/null || true
 sync "$MNT/data"
