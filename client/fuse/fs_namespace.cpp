@@ -14,13 +14,15 @@ using namespace nfs3;
 
 namespace {
 
-// The time to set, or nullopt when NFSv3's unsigned 32-bit seconds cannot
-// carry it (before 1970, or after 2106): refused rather than stored as
-// another time.
-std::optional<set_time> to_set_time(bool set, bool now, const timespec& t) {
+// The time to set. NFSv3 carries unsigned 32-bit seconds: a time before 1970
+// or after 2106 is clamped to the nearest end, with no nanoseconds there, as
+// the kernel's NFSv3 client does (its VFS clamps to the s_time_min and
+// s_time_max it gives, 0 and 2^32 - 1).
+set_time to_set_time(bool set, bool now, const timespec& t) {
   if (!set) return set_time{};
   if (now) return set_time{time_how::SET_TO_SERVER_TIME, {}};
-  if (t.tv_sec < 0 || t.tv_sec > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  constexpr time_t kMax = std::numeric_limits<std::uint32_t>::max();
+  if (t.tv_sec <= 0 || t.tv_sec >= kMax) return set_time{time_how::SET_TO_CLIENT_TIME, {t.tv_sec <= 0 ? 0u : 0xffffffffu, 0}};
   return set_time{time_how::SET_TO_CLIENT_TIME,
                   {static_cast<std::uint32_t>(t.tv_sec), static_cast<std::uint32_t>(t.tv_nsec)}};
 }
@@ -58,7 +60,8 @@ void Filesystem::fs_getattr(fuse_req_t req, fuse_ino_t ino) {
   if (!n) return;
   // Data still on its way would make the server's size look short.
   if (writes_->idle(*n)) return getattr_then(req, n);
-  writes_->drain(n, [this, req, n] { getattr_then(req, n); });
+  auto go = interrupts_->guard([this, req, n](int err) { err ? (void)fuse_reply_err(req, err) : getattr_then(req, n); });
+  writes_->drain(n, [go] { go(0); });
 }
 
 void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
@@ -72,15 +75,13 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
   if (to_set & FUSE_SET_ATTR_UID) s.uid = attr->st_uid;
   if (to_set & FUSE_SET_ATTR_GID) s.gid = attr->st_gid;
   if (to_set & FUSE_SET_ATTR_SIZE) s.size = static_cast<std::uint64_t>(attr->st_size);
-  auto atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
-  auto mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
-  if (!atime || !mtime) return (void)fuse_reply_err(req, EOVERFLOW);
-  s.atime = *atime;
-  s.mtime = *mtime;
+  s.atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
+  s.mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
   auto who = caller(req);
   auto set = [this, req, n, a, who] {
     // ORDER: written data reaches the server before a truncate or chmod does.
-    writes_->drain(n, [this, req, n, a, who] {
+    auto go = interrupts_->guard([this, req, n, a, who](int err) {
+      if (err) return (void)fuse_reply_err(req, err);
       nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
@@ -96,6 +97,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
         getattr_then(req, n);
       }, &who);
     });
+    writes_->drain(n, [go] { go(0); });
   };
   // truncate(2) by name needs write permission, which a server grants the
   // owner's SETATTR regardless of mode: ask first, as the kernel client does.
