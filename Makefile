@@ -8,18 +8,21 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Warnings are errors in CI.
 WERROR := $(if $(CI),-Dwerror=true,)
 
-# Debian 12 packages, in three sets: to build (the unit tests are built with
-# everything else, so GoogleTest and Google Benchmark are here), to run, and
-# to test (peers, tools, the soft-RoCE guest of the kernel suite, packaging).
+# Debian 12 packages, in four sets: to build (the unit tests are built with
+# everything else, so GoogleTest and Google Benchmark are here), to run, for
+# the demo's report (what `make demo` needs beyond those: a first try installs
+# no browser, QEMU or peer servers), and to test (peers, tools, the soft-RoCE
+# guest of the kernel suite, packaging).
 BUILD_PACKAGES := g++ meson ninja-build pkg-config python3 dpkg-dev fio libspdlog-dev libfmt-dev libcli11-dev \
   libfabric-dev libfuse3-dev libcpp-httplib-dev nlohmann-json3-dev libsodium-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libsqlite3-dev
 RUNTIME_PACKAGES := fuse3 python3 ibverbs-providers
+DEMO_PACKAGES := libjs-chart.js
 TEST_PACKAGES := gcc clang libclang-rt-14-dev libnfs-utils tshark iproute2 rpcbind nfs-ganesha nfs-ganesha-vfs \
-  rsync git libnfs-dev libjs-chart.js chromium prometheus nfs-common man-db groff-base debhelper systemd \
+  rsync git libnfs-dev chromium prometheus nfs-common man-db groff-base debhelper systemd \
   qemu-system-x86 busybox-static kmod ibverbs-utils perftest libfabric-bin nftables
 
-.PHONY: deps deps-build deps-runtime deps-test build build-san test demo bench bench-kernel stress install deb fuzz clean
+.PHONY: deps deps-build deps-runtime deps-demo deps-test build build-san test demo bench bench-kernel stress install deb fuzz clean
 
 # apt-get installs whichever of $(1) are missing.
 define apt_install
@@ -32,12 +35,14 @@ define apt_install
 	fi
 endef
 
-deps: deps-build deps-runtime deps-test
+deps: deps-build deps-runtime deps-demo deps-test
 deps-build:
 	$(call apt_install,$(BUILD_PACKAGES))
 	@tools/fio-source.sh >/dev/null
 deps-runtime:
 	$(call apt_install,$(RUNTIME_PACKAGES))
+deps-demo:
+	$(call apt_install,$(DEMO_PACKAGES))
 deps-test:
 	$(call apt_install,$(TEST_PACKAGES))
 
@@ -59,7 +64,7 @@ test: deps build build-san
 
 # A temporary export served and mounted over RPC-RDMA and TCP, the quick
 # comparison matrix, a table and an HTML report (bench/compare/run.py).
-demo: deps build
+demo: deps-build deps-runtime deps-demo build
 	python3 bench/compare/run.py --preset quick --build $(BUILD) --out $(BUILD)/demo
 
 # The full matrix with peers (nfs-ganesha, fio's libnfs engine, kernel NFS
