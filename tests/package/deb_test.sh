@@ -35,9 +35,13 @@ trap cleanup EXIT
 mkdir "$WORK/src"
 (cd "$SRC" && git ls-files -co --exclude-standard -z | rsync -a --from0 --files-from=- ./ "$WORK/src/")
 [ -d "$SRC/.deps" ] && ln -s "$SRC/.deps" "$WORK/src/.deps"
-(cd "$WORK/src" && dpkg-buildpackage -b -us -uc >"$WORK/build.log" 2>&1) || { tail -30 "$WORK/build.log"; fail "dpkg-buildpackage"; }
+(cd "$WORK/src" && DEB_BUILD_OPTIONS=parallel=2 dpkg-buildpackage -b -us -uc >"$WORK/build.log" 2>&1) ||
+  { tail -30 "$WORK/build.log"; fail "dpkg-buildpackage"; }
 DEB=$(ls "$WORK"/nfsrdma_*.deb)
-echo "ok: built $(basename "$DEB")"
+grep -Eq "ninja -j ?2 .*nfsrdma-server" "$WORK/build.log" || fail "DEB_BUILD_OPTIONS=parallel=2 did not reach ninja"
+ls "$WORK"/nfsrdma-dbgsym_*.*deb >/dev/null 2>&1 || fail "no nfsrdma-dbgsym package"
+dpkg-deb -c "$DEB" | grep -q "/usr/lib/debug" && fail "debug files in the main package: $(dpkg-deb -c "$DEB" | grep /usr/lib/debug)"
+echo "ok: built $(basename "$DEB") (ninja -j2, debug symbols in $(basename "$WORK"/nfsrdma-dbgsym_*.*deb))"
 
 # 2. Install with apt, which brings the runtime dependencies.
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$DEB" >"$WORK/apt.log" 2>&1 || { cat "$WORK/apt.log"; fail "apt-get install"; }
