@@ -10,6 +10,7 @@
 #include "lib/nfs3/mount3.hpp"
 #include "lib/nfs3/nlm4.hpp"
 #include "lib/nfs3/nsm1.hpp"
+#include "server/rpc_callback.hpp"
 
 namespace nfsrdma::server {
 
@@ -48,6 +49,7 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 }  // namespace
 
+constexpr const char* kClientHelp = "Calls answered, by client address (the first 256 addresses; the rest as other)";
 constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on their connection's thread: run there, or passed to a worker";
 
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc,
@@ -71,6 +73,25 @@ Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* por
     }
   }
   series_.back() = make("other", "other");
+  for (bool rdma : {false, true}) {
+    transport_calls_[rdma] = &r.counter("nfsrdma_server_transport_calls_total", "Calls answered, by transport",
+                                        {{"transport", rdma ? "rdma" : "tcp"}});
+  }
+  other_client_calls_ = &r.counter("nfsrdma_server_client_calls_total", kClientHelp, {{"client", "other"}});
+}
+
+metrics::Counter& Dispatcher::client_calls(const sockaddr_storage& addr) {
+  const auto key = to_v6(addr);
+  {
+    std::shared_lock lk(clients_mu_);
+    if (auto it = client_calls_.find(key); it != client_calls_.end()) return *it->second;
+    if (client_calls_.size() >= kClientSeries) return *other_client_calls_;
+  }
+  std::lock_guard lk(clients_mu_);
+  if (client_calls_.size() >= kClientSeries && !client_calls_.contains(key)) return *other_client_calls_;
+  auto& slot = client_calls_[key];
+  if (!slot) slot = &metrics::registry().counter("nfsrdma_server_client_calls_total", kClientHelp, {{"client", address_text(addr)}});
+  return *slot;
 }
 
 Dispatcher::Series& Dispatcher::series(std::uint32_t prog, std::uint32_t proc) {
@@ -240,6 +261,8 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   }
   Series& m = series(h->prog, h->proc);
   m.calls->inc();
+  transport_calls_[call.rdma]->inc();
+  client_calls(peer.addr).inc();
   bool failed = stat != rpc::AcceptStat::success;
   bool has_status = prog.prog == nfs3::kProgram || (prog.prog == mount3::kProgram && h->proc == 1);  // MNT
   if (!failed && has_status && reply.bytes.size() >= result_at + 4) {

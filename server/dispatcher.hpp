@@ -3,6 +3,9 @@
 // duplicate request cache, runs the procedure and sends the reply.
 #pragma once
 
+#include <map>
+#include <shared_mutex>
+
 #include <array>
 
 #include "lib/base/metrics.hpp"
@@ -61,6 +64,15 @@ class Dispatcher {
   bool run(rpc::IncomingCall& call, bool may_block);
   metrics::Counter& drc_hits_;
   metrics::Counter &inline_ran_, &inline_passed_;
+  std::array<metrics::Counter*, 2> transport_calls_{};  // [tcp, rdma]
+  // Calls per client address, a series for each of the first
+  // kClientSeries addresses seen and "other" for the rest, so no client can
+  // make the metrics grow without bound.
+  static constexpr std::size_t kClientSeries = 256;
+  metrics::Counter& client_calls(const sockaddr_storage& addr);
+  std::shared_mutex clients_mu_;
+  std::map<std::array<std::uint8_t, 16>, metrics::Counter*> client_calls_;  // guarded by clients_mu_
+  metrics::Counter* other_client_calls_ = nullptr;
 };
 
 }  // namespace nfsrdma::server

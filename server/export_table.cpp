@@ -38,6 +38,11 @@ Result<std::unique_ptr<Export>> ExportTable::open(const ExportEntry& entry) cons
   ex->root_ino = st.st_ino;
   ex->root = std::move(root);
   ex->root_fh = codec_.encode(ex->id, kh);
+  for (bool written : {false, true}) {
+    (written ? ex->write_bytes : ex->read_bytes) = &metrics::registry().counter(
+        "nfsrdma_server_export_bytes_total", "File data read and written, by export",
+        {{"export", entry.path}, {"op", written ? "write" : "read"}});
+  }
   return ex;
 }
 

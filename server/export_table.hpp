@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/metrics.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
 #include "lib/transport/tcp/socket.hpp"
 #include "server/exports.hpp"
@@ -34,6 +35,8 @@ struct Export {
   dev_t root_dev = 0;
   ino_t root_ino = 0;
   nfs3::nfs_fh3 root_fh;
+  metrics::Counter* read_bytes = nullptr;   // file data read and written through it,
+  metrics::Counter* write_bytes = nullptr;  // nfsrdma_server_export_bytes_total{export=PATH}
 
   // Its path (canonical), clients and options, as the last reload left them.
   const ExportEntry& entry() const { return *entry_.load(std::memory_order_acquire); }

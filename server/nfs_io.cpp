@@ -137,6 +137,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     reply.payload_length = got;
     reply.payload_in_area = true;
     io_bytes(false).inc(got);
+    o.ex->read_bytes->inc(got);
     return;
   }
 
@@ -163,6 +164,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   reply.payload_offset = data_at + 4;
   reply.payload_length = got;
   io_bytes(false).inc(got);
+  o.ex->read_bytes->inc(got);
 }
 
 nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE3res& r) {
@@ -220,6 +222,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   }
   r.count = static_cast<std::uint32_t>(done);
   io_bytes(true).inc(done);
+  o.ex->write_bytes->inc(done);
   r.committed = a.stable;
   r.verf = write_verf_;
   after();

@@ -22,6 +22,7 @@
 #include "client/fuse/filesystem.hpp"
 #include "lib/base/heap.hpp"
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/base/metrics_http.hpp"
 
 using namespace nfsrdma;
@@ -259,6 +260,12 @@ int main(int argc, char** argv) {
   auto fs = connect_with_retries(*options, source, fail);
   if (!fs) return kMountFailed;
   const auto& mo = (*fs)->options();
+  // Which mount these metrics are (one endpoint per mount): join on it in PromQL.
+  metrics::registry()
+      .gauge("nfsrdma_client_mount_info", "The mount this process serves: 1, with its mount point, server, export and transport",
+             {{"mountpoint", mountpoint}, {"server", mo.nfs.host}, {"export", mo.nfs.export_path},
+              {"proto", mo.nfs.proto == client::Proto::rdma ? "rdma" : "tcp"}, {"provider", mo.nfs.provider}})
+      .set(1);
 
   std::string fuse_opts = "fsname=" + source + ",subtype=nfsrdma,max_read=" + std::to_string(mo.rsize);
   // The kernel checks each caller's permissions (the Filesystem class comment says why that is enough).

@@ -1,7 +1,12 @@
 #include "lib/base/metrics.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "lib/base/result.hpp"
 
@@ -39,6 +44,39 @@ std::string series(const std::string& name, const std::string& labels, const std
   std::string l = labels;
   if (!extra.empty()) l += (l.empty() ? "" : ",") + extra;
   return l.empty() ? name : name + "{" + l + "}";
+}
+
+// The process's own figures, under the names Prometheus's client libraries
+// give them, read from /proc at each scrape.
+std::string process_metrics() {
+  std::ifstream in("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream rest(text.substr(close + 2));  // from field 3, the state
+  std::vector<std::string> f(1, "");                // f[i]: field i + 2
+  for (std::string w; rest >> w;) f.push_back(w);
+  if (f.size() < 23) return "";
+  auto field = [&](int n) { return std::stod(f[n - 2]); };  // stat(5)'s numbering
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  std::size_t fds = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    ++fds;
+  }
+  std::string out;
+  auto one = [&](const char* name, const char* type, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           number(v) + "\n";
+  };
+  one("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds", (field(14) + field(15)) / ticks);
+  one("process_resident_memory_bytes", "gauge", "Resident memory size, in bytes", field(24) * page);
+  one("process_virtual_memory_bytes", "gauge", "Virtual memory size, in bytes", field(23));
+  one("process_threads", "gauge", "Threads in the process", field(20));
+  one("process_open_fds", "gauge", "Open file descriptors", static_cast<double>(fds));
+  return out;
 }
 
 }  // namespace
@@ -102,7 +140,7 @@ std::string Registry::render() const {
       out += series(name + "_count", l) + " " + std::to_string(h->count()) + "\n";
     }
   }
-  return out;
+  return out + process_metrics();
 }
 
 Registry& registry() {

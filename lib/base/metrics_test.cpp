@@ -35,5 +35,23 @@ TEST(Metrics, SameSeriesSameObjectAndLabelsEscaped) {
   EXPECT_NE(r.render().find("c{a=\"q\\\"\\\\\\n\"} 1"), std::string::npos) << r.render();
 }
 
+TEST(Metrics, TheProcessesOwnFiguresComeWithEveryRender) {
+  Registry r;
+  std::string text = r.render();
+  auto value = [&](const std::string& name) {
+    auto at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  volatile double spin = 0;
+  for (int i = 0; i < 20'000'000; ++i) spin = spin + i;  // some CPU time to see
+  text = r.render();
+  EXPECT_GT(value("process_resident_memory_bytes"), 1 << 20) << text;
+  EXPECT_GT(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  EXPECT_GT(value("process_cpu_seconds_total"), 0.0) << text;
+  EXPECT_GE(value("process_threads"), 1.0);
+  EXPECT_GE(value("process_open_fds"), 3.0);
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace nfsrdma::metrics

@@ -127,6 +127,7 @@ struct IncomingCall {
   // From a reserved source port (TCP), or over RDMA, which has no ports to
   // check (Linux nfsd counts every RDMA connection as secure too).
   bool secure = false;
+  bool rdma = false;  // arrived over RPC-over-RDMA
   // See ReplyMessage::area; empty when the transport has none to lend.
   std::span<std::uint8_t> reply_area;
   // An opaque's body carried outside `message` (an RPC-over-RDMA Read chunk,

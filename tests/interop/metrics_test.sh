@@ -43,13 +43,25 @@ at_least() { v=$(value "$1" "$3"); awk -v v="${v:-0}" -v m="$2" 'BEGIN {exit !(v
 at_least 'nfsrdma_server_calls_total{program="NFS",proc="WRITE"}' 8 "$WORK/server.prom"
 at_least 'nfsrdma_server_bytes_total{op="write"}' $((8 << 20)) "$WORK/server.prom"
 at_least 'nfsrdma_rdma_bytes_total{op="read"}' $((8 << 20)) "$WORK/server.prom"
-at_least 'nfsrdma_server_rdma_connections' 1 "$WORK/server.prom"
+at_least 'nfsrdma_server_connections{transport="rdma"}' 1 "$WORK/server.prom"
 at_least 'nfsrdma_server_rdma_credits_granted' 8 "$WORK/server.prom"  # 8 at first, growing with use
 at_least 'nfsrdma_server_memory_limit_bytes' $((256 << 20)) "$WORK/server.prom"
 at_least 'nfsrdma_server_memory_bytes{kind="rdma_payload"}' $((64 * 1114112)) "$WORK/server.prom"
 at_least 'nfsrdma_server_memory_bytes{kind="rdma_connections"}' 1 "$WORK/server.prom"
 at_least 'nfsrdma_server_call_seconds_count{program="NFS",proc="WRITE"}' 8 "$WORK/server.prom"
 at_least 'nfsrdma_server_calls_total{program="NFS",proc="LOOKUP"}' 1 "$WORK/server.prom"
+# By transport, by client address, by export; the processes' own figures; the mount's identity.
+at_least 'nfsrdma_server_transport_calls_total{transport="rdma"}' 8 "$WORK/server.prom"
+at_least 'nfsrdma_server_transport_calls_total{transport="tcp"}' 1 "$WORK/server.prom"  # MOUNT
+[ -n "$(value 'nfsrdma_server_connections{transport="tcp"}' "$WORK/server.prom")" ] || fail "no TCP connection gauge"
+at_least 'nfsrdma_server_client_calls_total{client="127.0.0.1"}' 9 "$WORK/server.prom"
+at_least "nfsrdma_server_export_bytes_total{export=\"$(realpath "$EXPORT")\",op=\"write\"}" $((8 << 20)) "$WORK/server.prom"
+for f in server client; do
+  at_least process_resident_memory_bytes $((1 << 20)) "$WORK/$f.prom"
+  at_least process_cpu_seconds_total 0.001 "$WORK/$f.prom"
+done
+grep -q "^nfsrdma_client_mount_info{mountpoint=\"$MNT\",server=\"127.0.0.1\",export=\"$EXPORT\",proto=\"rdma\",provider=\"tcp\"} 1$" \
+  "$WORK/client.prom" || fail "no mount info: $(grep mount_info "$WORK/client.prom")"
 # A LOOKUP's NOENT is an answer, not an error, on either side.
 [ "$(value 'nfsrdma_server_errors_total{program="NFS",proc="LOOKUP"}' "$WORK/server.prom")" = 0 ] ||
   fail "a LOOKUP of a missing name counted as a server error"
@@ -71,7 +83,7 @@ echo "ok: server and client metrics count the work done"
 # and as many again up to 16), however much moved; the client only its I/O
 # buffers (the mount's read, write and small-write pools: 128 MiB) and its
 # bounce buffers (48 x 1 MiB + 64 KiB).
-[ "$(value 'nfsrdma_server_rdma_connections' "$WORK/server.prom")" = 1 ] || fail "the mount should hold one RDMA connection"
+[ "$(value 'nfsrdma_server_connections{transport="rdma"}' "$WORK/server.prom")" = 1 ] || fail "the mount should hold one RDMA connection"
 granted=$(value 'nfsrdma_server_rdma_credits_granted' "$WORK/server.prom")
 requests=$((granted + (granted < 16 ? granted : 16)))
 [ "$(value 'nfsrdma_rdma_registered_bytes{access="remote"}' "$WORK/server.prom")" = \
@@ -144,6 +156,10 @@ def units(e):
         return {"reqps", "ops"}
     if re.search(r"\brate\(nfsrdma_\w+_bytes_total", e):
         return {"Bps", "binBps"}
+    if re.search(r"\brate\(process_cpu_seconds_total", e):
+        return {"short"}  # cores busy
+    if re.search(r"^process_\w+_bytes", e):
+        return {"bytes"}
     if re.search(r"\brate\(", e):
         return {"reqps", "ops"}
     return {"short", "none"}  # gauges and increase(): counts

@@ -25,7 +25,7 @@ job() {  # transport extra-args...; `exec` so that `job ... &` leaves $! naming 
 (job rdma --filename=warm --rw=write --bs=1M --size=64M --iodepth=16 >/dev/null) || fail "warm-up job"
 idle() {  # until the server has no RDMA connection and no request in progress
   for _ in $(seq 100); do
-    [ "$(metric "$MET" nfsrdma_server_rdma_connections)" = 0 ] &&
+    [ "$(metric "$MET" 'nfsrdma_server_connections{transport="rdma"}')" = 0 ] &&
       [ "$(metric "$MET" nfsrdma_server_rdma_credits_in_use)" = 0 ] && return 0
     sleep 0.1
   done
@@ -48,7 +48,7 @@ for i in $(seq "$KILLS"); do
   fi
 done
 idle || true
-[ "$(metric "$MET" nfsrdma_server_rdma_connections)" = 0 ] || fail "RDMA connections left open after $KILLS kills"
+[ "$(metric "$MET" 'nfsrdma_server_connections{transport="rdma"}')" = 0 ] || fail "RDMA connections left open after $KILLS kills"
 [ "$(metric "$MET" nfsrdma_server_rdma_credits_in_use)" = 0 ] || fail "credits still in use after $KILLS kills"
 # Files the writes kept open close after 2 s unused (server/open_files.hpp).
 for _ in $(seq 50); do [ "$(metric "$MET" nfsrdma_server_open_files)" = 0 ] && break; sleep 0.1; done

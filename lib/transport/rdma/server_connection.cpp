@@ -20,7 +20,7 @@ const rpc::Peer& RequestChannel::peer() const { return conn->peer(); }
 
 ConnectionMetrics& connection_metrics() {
   static ConnectionMetrics m{
-      metrics::registry().gauge("nfsrdma_server_rdma_connections", "RPC-over-RDMA connections open"),
+      metrics::registry().gauge("nfsrdma_server_connections", "Connections open, by transport", {{"transport", "rdma"}}),
       metrics::registry().gauge("nfsrdma_server_rdma_credits_granted", "Credits granted, summed over connections"),
       metrics::registry().gauge("nfsrdma_server_rdma_credits_in_use", "Calls in progress, summed over connections")};
   return m;

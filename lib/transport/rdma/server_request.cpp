@@ -183,6 +183,7 @@ void ServerConnection::dispatch(Request& r) {
   call.reply_buffer = std::move(r.body);
   call.channel = std::shared_ptr<rpc::ReplyChannel>(shared_from_this(), &r.channel);
   call.listener = 1;  // NFS: MOUNT and PORTMAP stay on TCP (RFC 8267 §2)
+  call.rdma = true;
   call.secure = true;
   if (has_payload(r) && !r.hdr.write_list.empty() && !r.placed_at) {
     auto slot = payload(r);

@@ -12,6 +12,7 @@
 #include <deque>
 
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 #include "lib/transport/tcp/record.hpp"
 
 namespace nfsrdma::tcp {
@@ -19,6 +20,12 @@ namespace nfsrdma::tcp {
 namespace {
 // What a queued reply costs beyond its bytes (its queue entry and allocation).
 constexpr std::size_t kQueuedOverhead = 64;
+
+metrics::Gauge& connections_gauge() {
+  static metrics::Gauge& g =
+      metrics::registry().gauge("nfsrdma_server_connections", "Connections open, by transport", {{"transport", "tcp"}});
+  return g;
+}
 }  // namespace
 
 class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
@@ -370,6 +377,7 @@ void TcpServer::accept_from(Listener& l) {
     connections_[raw] = c;
     by_ticket_[c->ticket().id()] = raw;
     connection_count_ = connections_.size();
+    connections_gauge().set(static_cast<std::int64_t>(connections_.size()));
     spdlog::debug("tcp: connection from {}", peer.describe());
   }
 }
@@ -438,6 +446,7 @@ void TcpServer::close_connection(int fd) {
   by_ticket_.erase(it->second->ticket().id());
   connections_.erase(it);
   connection_count_ = connections_.size();
+  connections_gauge().set(static_cast<std::int64_t>(connections_.size()));
 }
 
 void TcpServer::close_expired() {
