@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "lib/base/log.hpp"
+#include "server/identity.hpp"
 
 namespace nfsrdma::server {
 
@@ -98,7 +99,9 @@ bool StatusMonitor::monitor(const Address& addr, const std::string& name) {
     NFSRDMA_LOG_LIMITED(warn, "nsm: {} client hosts hold locks, the most this server records", monitored_.size());
     return false;
   }
-  if (!write_synced(record_path(addr), name)) {
+  // As root, whatever the worker ran as last: the state directory is root's
+  // (a squashed client's call would otherwise leave nothing recorded).
+  if (!become_root() || !write_synced(record_path(addr), name)) {
     NFSRDMA_LOG_LIMITED(err, "nsm: cannot record a client holding locks in {}: {}", dir_, std::strerror(errno));
     return false;
   }
@@ -108,7 +111,7 @@ bool StatusMonitor::monitor(const Address& addr, const std::string& name) {
 
 void StatusMonitor::unmonitor(const Address& addr) {
   std::lock_guard lk(mu_);
-  if (std::erase(monitored_, addr) > 0) ::unlink(record_path(addr).c_str());
+  if (std::erase(monitored_, addr) > 0 && become_root()) ::unlink(record_path(addr).c_str());
 }
 
 void StatusMonitor::set_handlers(std::function<void(const std::string&, const Address&)> on_reboot,
