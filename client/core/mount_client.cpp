@@ -11,6 +11,7 @@ namespace nfsrdma::client {
 
 namespace {
 constexpr int kTimeoutMs = 10000;
+constexpr std::uint16_t kMountPort = 20048;
 Error mount_error(const std::string& what) { return Error{ErrorDomain::rpc, 0, Action::fail, what}; }
 }  // namespace
 
@@ -42,13 +43,17 @@ Result<std::uint16_t> portmap_getport(const std::string& host, std::uint32_t pro
 
 Result<nfs3::nfs_fh3> mount_export(const std::string& host, std::uint16_t mount_port, const std::string& path,
                                    const std::optional<rpc::AuthSys>& cred, bool resvport) {
+  std::optional<Error> no_portmapper;
   if (mount_port == 0) {
     auto p = portmap_getport(host, mount3::kProgram, mount3::kVersion);
-    if (!p) return p.error();
-    mount_port = *p;
+    if (!p && p.error().code != ECONNREFUSED) return p.error();
+    // No portmapper at all: MOUNT where nfsrdma-server and Linux's mountd
+    // (nfs.conf's usual port) listen by default, before giving up.
+    if (!p) no_portmapper = p.error();
+    mount_port = p ? *p : kMountPort;
   }
   auto t = tcp::TcpClient::connect(host, mount_port, {.reserved_port = resvport});
-  if (!t) return t.error();
+  if (!t) return no_portmapper ? *no_portmapper : t.error();
   std::vector<std::uint8_t> args;
   xdr::encode(args, mount3::DirPath{path});
   auto reply = rpc::call_sync(**t, mount3::kProgram, mount3::kVersion, static_cast<std::uint32_t>(mount3::Proc::MNT),

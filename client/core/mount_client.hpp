@@ -15,7 +15,8 @@ namespace nfsrdma::client {
 Result<std::uint16_t> portmap_getport(const std::string& host, std::uint32_t prog, std::uint32_t vers);
 
 // Mounts `path`: MNT3ERR_* become clear errors ("access denied by server",
-// "no such export"...). `mount_port` 0 asks the portmapper. `resvport`:
+// "no such export"...). `mount_port` 0 asks the portmapper, and tries 20048
+// (nfsrdma-server's and the usual mountd port) where none answers. `resvport`:
 // from a source port below 1024 when root, as exports marked `secure` want.
 Result<nfs3::nfs_fh3> mount_export(const std::string& host, std::uint16_t mount_port, const std::string& path,
                                    const std::optional<rpc::AuthSys>& cred, bool resvport);

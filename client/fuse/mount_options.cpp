@@ -65,7 +65,7 @@ const Option kOptions[] = {
      }},
     {{"port=N", "NFS port; default 20049 over RDMA, over TCP the portmapper's answer or 2049"},
      NUMBER("port", o.nfs.port, 0, 65535)},
-    {{"mountport=N", "MOUNT port; default the portmapper's answer"}, NUMBER("mountport", o.nfs.mount_port, 0, 65535)},
+    {{"mountport=N", "MOUNT port; default the portmapper's answer, or 20048 where no portmapper answers"}, NUMBER("mountport", o.nfs.mount_port, 0, 65535)},
     {{"mountproto=tcp", "MOUNT over TCP, the only transport it has here"},
      [](MountOptions&, std::string_view v) -> Result<void> {
        if (v == "tcp") return {};
