@@ -263,7 +263,10 @@ TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
   int status = run_mount_command({"127.0.0.1:" + export_, where.path(), "-o",
                                   mount_options(*server_, GetParam(), "noresvport,retry=0")}, &out);
   EXPECT_EQ(status, 32) << out;
-  EXPECT_NE(out.find("privileged source port"), std::string::npos) << out;
+  // The reason, and the way out.
+  EXPECT_NE(out.find("the export is 'secure'"), std::string::npos) << out;
+  EXPECT_NE(out.find("(noresvport): add 'insecure' to the export's options, or mount as root"), std::string::npos)
+      << out;
 }
 
 TEST_P(Options, OptionsThatCannotBeHonouredAreRefusedWithTheReason) {
