@@ -252,6 +252,36 @@ TEST_P(Options, AProcessWaitingOnADeadServerCanBeKilled) {
   EXPECT_NE(mount_->log().find("was killed while waiting"), std::string::npos) << mount_->log();
 }
 
+// A writer killed with its file open while the server is down: its exit's
+// close cannot wait for the server, so an unmount meanwhile must not drop
+// what it wrote. The daemon waits for the server, as a hard mount does.
+TEST_P(Options, WhatAKilledWriterLeftGoesOutAtTheUnmount) {
+  remount("hard");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t lone = spawn([&] {
+    int fd = ::open(m("lone").c_str(), O_CREAT | O_WRONLY, 0644);
+    [[maybe_unused]] auto n = ::write(fd, "L", 1);
+    n = ::write(ready[1], "r", 1);
+    ::pause();
+  });
+  char r;
+  ASSERT_EQ(::read(ready[0], &r, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  server_->stop();
+  auto took = kill_and_time(lone);
+  EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the writer took " << took.count() << " ms to die";
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    server_->start();
+  });
+  mount_->unmount();  // the daemon waits for the server to take the data, then exits
+  later.join();
+  EXPECT_EQ(get(e("lone")), "L");
+  EXPECT_NE(mount_->log().find("committed what 1 file(s) held at the unmount"), std::string::npos) << mount_->log();
+}
+
 TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
   server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash,secure)"});
   remount("resvport");

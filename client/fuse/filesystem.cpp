@@ -74,6 +74,10 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
 
 Filesystem::~Filesystem() = default;
 
+void Filesystem::finish() {
+  if (auto files = writes_->commit_everything()) spdlog::info("committed what {} file(s) held at the unmount", files);
+}
+
 void Filesystem::fs_init(fuse_conn_info* conn) {
   conn->max_write = options_.wsize;
   conn->max_read = options_.rsize;

@@ -49,6 +49,9 @@ class Filesystem {
   // The session, for invalidating the kernel's cached attributes (open).
   // nullptr before the session is destroyed.
   void attach(fuse_session* se);
+  // Once the session has ended: what the write-behind still holds goes to
+  // the server before the process exits.
+  void finish();
   static const fuse_lowlevel_ops& operations();
   // Every request's calls belong to its caller (client::CallOwner), and an
   // interrupt of it goes to interrupts_ (interrupts.hpp).

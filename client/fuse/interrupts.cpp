@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "lib/base/log.hpp"
 
@@ -17,9 +18,10 @@ constexpr auto kOldWait = std::chrono::seconds(1);      // a guarded wait this o
 enum class Caller : std::uint8_t { gone, killed, alive };
 
 // Whether thread `pid` is gone, being killed, or neither. Killed: SIGKILL
-// pending (to it or its process), or already exiting, which is where the
-// signal went once taken, and where a killed process closing its files
-// waits on their FLUSH.
+// pending (to it or its process), or exiting on a signal, where the signal
+// went once taken, and where a killed process closing its files waits on
+// their FLUSH. A process exiting normally still waits for its data, as the
+// kernel client makes it.
 Caller look_at(std::uint32_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
   std::ifstream in(dir + "/status");
@@ -30,17 +32,20 @@ Caller look_at(std::uint32_t pid) {
       if (std::stoull(line.substr(7), nullptr, 16) & kKill) return Caller::killed;
     }
   }
-  // stat(5): the 9th field, after "(comm)", holds the task's flags.
+  // proc_pid_stat(5): after "(comm)", field 9 holds the task's flags and
+  // field 52 its exit code, set before an exit closes its files.
   std::ifstream st(dir + "/stat");
   std::string text((std::istreambuf_iterator<char>(st)), {});
   auto close = text.rfind(')');
   if (close == std::string::npos) return Caller::gone;
   std::istringstream rest(text.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 9 && rest >> field; ++i) {
-  }
+  std::vector<std::string> field(3);  // field[n]: stat field n, from 3
+  for (std::string f; rest >> f;) field.push_back(f);
+  if (field.size() <= 52) return Caller::alive;
   constexpr unsigned long kExiting = 0x4;  // PF_EXITING
-  return rest && (std::stoul(field) & kExiting) ? Caller::killed : Caller::alive;
+  const bool exiting = std::stoul(field[9]) & kExiting;
+  const bool by_signal = (std::stol(field[52]) & 0x7f) != 0;  // as WIFSIGNALED reads it
+  return exiting && by_signal ? Caller::killed : Caller::alive;
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // wait: a hard mount waits through the others, as the kernel client's
 // killable waits do. The watch thread reads the caller's pending signals in
 // /proc; once SIGKILL is among them (the kernel adds it to every thread of a
-// process being killed, whatever the fatal signal), it ends what the caller
+// process being killed, whatever the fatal signal), or the caller is exiting
+// on a signal, it ends what the caller
 // waits on: its NFS calls (NfsClient::cancel_calls_of, which also fails the
 // calls it would make next) and the waits made for it through guard(). The
 // request's own completion then answers it, EINTR, once. A caller

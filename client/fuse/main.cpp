@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
   fuse_loop_cfg_destroy(cfg);
   spdlog::info("unmounting {}", mountpoint);
   (*fs)->attach(nullptr);
+  (*fs)->finish();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

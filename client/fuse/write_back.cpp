@@ -340,6 +340,36 @@ void WriteBack::commit_all() {
   for (auto& n : nodes) drain(n, [this, n] { enqueue_commit(n, nullptr); });
 }
 
+std::size_t WriteBack::commit_everything() {
+  std::vector<std::shared_ptr<Node>> nodes;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [p, n] : dirty_) nodes.push_back(n);
+  }
+  if (nodes.empty()) return 0;
+  struct Left {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t files = 0;
+  };
+  auto left = std::make_shared<Left>();
+  left->files = nodes.size();
+  client::CallOwner nobody(0);
+  for (auto& n : nodes) {
+    commit(n, [left](int err) {
+      if (err) spdlog::error("nfs: data written before the unmount was not committed: {}", std::strerror(err));
+      std::lock_guard lk(left->mu);
+      if (--left->files == 0) left->cv.notify_all();
+    });
+  }
+  std::unique_lock lk(left->mu);
+  while (!left->cv.wait_for(lk, std::chrono::seconds(30), [&] { return left->files == 0; })) {
+    spdlog::warn("nfs: waiting for the server to take what {} files still hold before exiting (SIGKILL loses it)",
+                 left->files);
+  }
+  return nodes.size();
+}
+
 void WriteBack::flusher_loop() {
   std::unique_lock lk(mu_);
   while (!stopping_) {

@@ -92,6 +92,10 @@ class WriteBack {
   // nothing is left empty for the commit round that may hold it to drop.
   void truncate(Node& n, std::uint64_t size);
   bool idle(Node& n);
+  // At the end of the mount: every file's data sent and committed, waiting as
+  // a hard mount waits (a killed process's close may have left some behind).
+  // Returns how many files had data.
+  std::size_t commit_everything();
 
  private:
   using Extent = FileWrites::Extent;
