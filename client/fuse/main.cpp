@@ -294,6 +294,9 @@ int main(int argc, char** argv) {
     return fail(why);
   }
   set_readahead(mountpoint, mo.rsize);
+  if (!logging_to().empty() && daemon_pipe >= 0) {
+    std::fprintf(stderr, "nfsrdma-fuse: no syslog here (/dev/log): logging to %s\n", logging_to().c_str());
+  }
   report_to_parent(0);
   if (!foreground) [[maybe_unused]] int r = ::chdir("/");
 

@@ -8,8 +8,6 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include <cstdio>
-
 #include <mutex>
 
 namespace nfsrdma {
@@ -101,6 +99,12 @@ std::optional<std::uint64_t> LogLimiter::allow() {
   return held_.exchange(0, std::memory_order_relaxed);
 }
 
+namespace {
+std::string logging_to_;  // set once, by init_logging, before any thread starts
+}  // namespace
+
+const std::string& logging_to() { return logging_to_; }
+
 bool init_logging(std::string_view level, std::string_view syslog_ident) {
   auto lvl = spdlog::level::from_str(std::string(level));
   // from_str maps unknown names to "off"; only accept "off" when asked for.
@@ -113,19 +117,17 @@ bool init_logging(std::string_view level, std::string_view syslog_ident) {
   } else if (struct stat st {}; ::stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode)) {
     inner = std::make_shared<spdlog::sinks::syslog_sink_mt>(std::string(syslog_ident), LOG_PID, LOG_DAEMON, false);
   } else {
-    // No syslog daemon here (a container, a minimal system): a file, named on
-    // standard error while that is still the caller's terminal.
+    // No syslog daemon here (a container, a minimal system): a file, which
+    // the caller names (logging_to) once its terminal has room for it.
     const std::string file = ::geteuid() == 0
                                  ? "/var/log/" + std::string(syslog_ident) + ".log"
                                  : "/tmp/" + std::string(syslog_ident) + "-" + std::to_string(::geteuid()) + ".log";
     try {
       inner = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(file, 16 << 20, 1);  // 32 MiB at most
-      std::fprintf(stderr, "%.*s: no syslog (/dev/log is missing): logging to %s\n",
-                   static_cast<int>(syslog_ident.size()), syslog_ident.data(), file.c_str());
+      logging_to_ = file;
     } catch (const spdlog::spdlog_ex&) {
       inner = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-      std::fprintf(stderr, "%.*s: no syslog (/dev/log is missing) and %s cannot be written: logging to standard "
-                   "error\n", static_cast<int>(syslog_ident.size()), syslog_ident.data(), file.c_str());
+      logging_to_ = "standard error (" + file + " cannot be written)";
     }
     pattern = "%Y-%m-%dT%H:%M:%S.%e %l [%P/%t] %v";
   }
@@ -133,7 +135,8 @@ bool init_logging(std::string_view level, std::string_view syslog_ident) {
   logger->set_pattern(pattern);
   spdlog::set_default_logger(logger);
   spdlog::set_level(lvl);
-  spdlog::flush_on(spdlog::level::warn);
+  // A file is read while it is written (tail -f): every line, at once.
+  spdlog::flush_on(logging_to_.empty() ? spdlog::level::warn : spdlog::level::trace);
   return true;
 }
 

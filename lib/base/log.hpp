@@ -22,8 +22,11 @@ namespace nfsrdma {
 // Returns false for an unknown name. With a `syslog_ident` (daemons that have
 // left their terminal) lines go to syslog instead of stderr, or where no syslog
 // daemon listens on /dev/log, to /var/log/IDENT.log (/tmp/IDENT-UID.log when
-// not root; 16 MiB, and one older file), which it names on stderr.
+// not root; 16 MiB, and one older file).
 bool init_logging(std::string_view level, std::string_view syslog_ident = {});
+// Where lines go when syslog was asked for but no syslog daemon listens: the
+// file, or "standard error (...)"; empty otherwise.
+const std::string& logging_to();
 
 // `text` with \\ for a backslash, \n \r \t, \xNN for every other byte below
 // 0x20, 0x7f and every byte that is not part of valid UTF-8, and \u{NNNN} for

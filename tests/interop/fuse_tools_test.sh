@@ -12,9 +12,15 @@ mkdir -p "$EXPORT" "$MNT" "$SRC"
 RDMA=1 start_server "$EXPORT 127.0.0.1(rw,no_root_squash)"
 OPTS="proto=rdma,provider=tcp,port=$RDMA_PORT,mountport=$MOUNT_PORT"
 
-"$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "$OPTS" || fail "nfsrdma-fuse did not mount"
+out=$("$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "$OPTS" 2>&1) || fail "nfsrdma-fuse did not mount: $out"
 grep -q " $MNT fuse.nfsrdma " /proc/mounts || fail "no fuse.nfsrdma entry in /proc/mounts"
 echo "ok: mounted over rdma"
+# Where no syslog daemon listens, the daemon's lines go to a file it names.
+if [ ! -S /dev/log ]; then
+  grep -q "logging to /var/log/nfsrdma-fuse.log" <<<"$out" || fail "no word of where the log goes: '$out'"
+  grep -q "mounted 127.0.0.1:$EXPORT " /var/log/nfsrdma-fuse.log || fail "the mount is not in /var/log/nfsrdma-fuse.log"
+  echo "ok: no syslog: logging to /var/log/nfsrdma-fuse.log, and said so"
+fi
 
 # As mount.nfs: a second mount on the same mount point is refused, exit 32.
 rc=0; out=$("$NFSRDMA_FUSE" "127.0.0.1:$EXPORT" "$MNT" -o "$OPTS" 2>&1) || rc=$?
