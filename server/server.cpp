@@ -60,8 +60,9 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   };
   auto* pool = s->pool_.get();
   s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [pool](rpc::IncomingCall&& call) { pool->post(std::move(call)); });
-  // ORDER: the NFS TCP listener comes last, so that once its port accepts,
-  // MOUNT, PORTMAP and RPC-RDMA are up too (clients and tests rely on it).
+  // ORDER: the NFS TCP listener comes last of the fixed ports, so that once
+  // its port accepts, MOUNT, PORTMAP and RPC-RDMA are up too (clients and
+  // tests rely on it).
   auto mount_port = s->tcp_->add_listener(config.bind_address, config.mount_port, kMountListener);
   if (!mount_port) return mount_port.error();
   std::optional<std::uint16_t> pm_port;
@@ -70,11 +71,19 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     if (!p) return p.error();
     pm_port = *p;
   }
+  // ORDER: NLM on any free port (the default) is bound after every fixed
+  // port, NFS's included, so it never takes one the configuration names;
+  // nothing is served before run(), and clients find NLM through the
+  // portmapper. A fixed NLM port is bound with the other fixed ones.
   std::optional<std::uint16_t> lock_port;
-  if (config.nlm) {
+  auto bind_nlm = [&]() -> Result<void> {
     auto p = s->tcp_->add_listener(config.bind_address, config.nlm_port, kLockListener);
     if (!p) return p.error();
     lock_port = *p;
+    return {};
+  };
+  if (config.nlm && config.nlm_port != 0) {
+    if (auto p = bind_nlm(); !p) return p.error();
   }
   if (config.rdma) {
     rdma::RdmaServerOptions ro = config.rdma_options;
@@ -98,6 +107,9 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   }
   auto nfs_port = s->tcp_->add_listener(config.bind_address, config.nfs_port, kNfsListener);
   if (!nfs_port) return nfs_port.error();
+  if (config.nlm && config.nlm_port == 0) {
+    if (auto p = bind_nlm(); !p) return p.error();
+  }
   std::vector<portmap2::mapping> maps = {
       {nfs3::kProgram, nfs3::kVersion, portmap2::IPPROTO_TCP_, *nfs_port},
       {mount3::kProgram, mount3::kVersion, portmap2::IPPROTO_TCP_, *mount_port},
