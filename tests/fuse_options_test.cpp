@@ -252,6 +252,46 @@ TEST_P(Options, AProcessWaitingOnADeadServerCanBeKilled) {
   EXPECT_NE(mount_->log().find("was killed while waiting"), std::string::npos) << mount_->log();
 }
 
+// A server that stops answering but keeps its connections (stopped, or a
+// network that drops everything): a killed reader gets its answer at once,
+// and over RDMA only once the connection its buffer was offered on is shut,
+// so the server's late RDMA Write cannot land in a buffer read next.
+TEST_P(Options, AReaderKilledWhileTheServerIsStuckGetsItsAnswer) {
+  remount("hard");
+  std::string data(1 << 20, 's');
+  put(e("stuck"), data);
+  // O_DIRECT: the READ goes out in the reader's own request, with no page
+  // cache (and no attribute check) before it.
+  int rd = ::open(m("stuck").c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(rd, 0);
+  {
+    // A first read takes the attribute check an open leaves due.
+    void* first = nullptr;
+    ASSERT_EQ(::posix_memalign(&first, 4096, 4096), 0);
+    EXPECT_EQ(::pread(rd, first, 4096, 0), 4096);
+    std::free(first);
+  }
+  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  pid_t reader = spawn([&] {
+    void* buf = nullptr;
+    if (::posix_memalign(&buf, 4096, 65536) == 0) [[maybe_unused]] auto n = ::pread(rd, buf, 65536, 512 << 10);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int status = 0;
+  EXPECT_EQ(::waitpid(reader, &status, WNOHANG), 0) << "the read did not wait for the server";
+  auto took = kill_and_time(reader);
+  // No interrupt comes for an O_DIRECT READ (sent in the background): its
+  // caller is found within a second or two by the age of its call.
+  EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the reader took " << took.count() << " ms to die";
+  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  ::close(rd);
+  EXPECT_EQ(get(m("stuck")), data) << "the mount works again, with the right data";
+  if (GetParam() == "rdma") {
+    EXPECT_NE(mount_->log().find("a cancelled call's buffer is still open to the server"), std::string::npos)
+        << mount_->log();
+  }
+}
+
 // A writer killed with its file open while the server is down: its exit's
 // close cannot wait for the server, so an unmount meanwhile must not drop
 // what it wrote. The daemon waits for the server, as a hard mount does.

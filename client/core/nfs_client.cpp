@@ -102,6 +102,7 @@ NfsClient::~NfsClient() {
   }
   for (auto& t : old) t->shutdown();
   for (auto& [xid, p] : left) p.done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+  for (auto& d : parked_) d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
 }
 
 Result<NfsClient::Transports> NfsClient::make_transports(const std::vector<std::span<std::uint8_t>>& regions) {
@@ -264,14 +265,20 @@ void NfsClient::cancel_calls_of(std::uint32_t pid) {
       // Sent on the connection still in use, with memory of the caller's the
       // server may still write into or read from: only a new connection
       // makes sure it never will.
-      const bool on_wire = p.generation == generation_ && !transports_.empty() && !reconnect_wanted_;
+      const bool on_wire = p.generation == generation_ && !transports_.empty();
       const bool exposed = !p.reply_payload.empty() || !p.payload_view.empty();
       if (on_wire && exposed && options_.proto == Proto::rdma) {
-        spdlog::info("nfs: reconnecting to {}: a cancelled call's buffer is still open to the server", options_.host);
+        // ORDER: answered only once the old connections are shut
+        // (maintenance_loop), so the caller's buffer is not reused first.
+        if (!reconnect_wanted_) {
+          spdlog::info("nfs: reconnecting to {}: a cancelled call's buffer is still open to the server", options_.host);
+        }
         reconnect_wanted_ = true;
         cv_.notify_all();
+        parked_.push_back(std::move(p.done));
+      } else {
+        ended.push_back(std::move(p.done));
       }
-      ended.push_back(std::move(p.done));
       recycle_locked(std::move(p.message));
       it = pending_.erase(it);
     }
@@ -288,6 +295,17 @@ void NfsClient::release_owner(std::uint32_t pid) {
 bool NfsClient::has_calls_of(std::uint32_t pid) {
   std::lock_guard lk(mu_);
   return std::ranges::any_of(pending_, [pid](const auto& kv) { return kv.second.done.owner == pid; });
+}
+
+std::vector<std::uint32_t> NfsClient::owners_waiting_longer_than(std::chrono::steady_clock::duration age) {
+  const auto before = std::chrono::steady_clock::now() - age;
+  std::vector<std::uint32_t> out;
+  std::lock_guard lk(mu_);
+  for (const auto& [xid, p] : pending_) {
+    const std::uint32_t o = p.done.owner;
+    if (o != 0 && p.done.started < before && std::ranges::count(out, o) == 0) out.push_back(o);
+  }
+  return out;
 }
 
 void NfsClient::maintenance_loop() {
@@ -324,9 +342,13 @@ void NfsClient::maintenance_loop() {
     old.swap(transports_);
     progressing_.reset();
     auto regions = regions_;  // ones added meanwhile are registered below
+    std::vector<Done> parked;
+    parked.swap(parked_);
     lk.unlock();
     for (auto& t : old) t->shutdown();
     old.clear();
+    // Cancelled calls whose buffers the old connections could still reach.
+    for (auto& d : parked) d(Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"});
     Result<Transports> fresh = make_transports(regions);
     for (int attempt = 1; !fresh && !stopping_; ++attempt) {
       if (attempt == 1 || attempt % 20 == 0) {

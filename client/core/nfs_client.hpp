@@ -96,12 +96,15 @@ class NfsClient {
   std::uint64_t reconnects() const { return reconnects_; }
 
   // Ends every call of process `pid` with EINTR, and each it makes from now
-  // until release_owner(pid). A cancelled call whose reply could still land
-  // in registered memory (a READ on a live RDMA connection) makes the client
-  // reconnect first, so no late RDMA Write lands in a buffer given back.
+  // until release_owner(pid). A cancelled call whose buffer the server could
+  // still reach (a READ or WRITE in registered memory on a live RDMA
+  // connection) makes the client reconnect, and is answered once the old
+  // connection is shut, so no late RDMA Write lands in a buffer given back.
   void cancel_calls_of(std::uint32_t pid);
   void release_owner(std::uint32_t pid);
   bool has_calls_of(std::uint32_t pid);
+  // The owners of calls sent more than `age` ago and not answered.
+  std::vector<std::uint32_t> owners_waiting_longer_than(std::chrono::steady_clock::duration age);
 
   using RawDone = std::function<void(Result<std::span<const std::uint8_t>>)>;
 
@@ -262,6 +265,7 @@ class NfsClient {
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint32_t> cancelled_;  // owners whose calls fail at once (cancel_calls_of)
+  std::vector<Done> parked_;  // cancelled, answered once the connections they were sent on are shut
   std::vector<Buffer> spare_;  // at most kSpareBuffers
   std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};

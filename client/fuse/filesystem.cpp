@@ -72,9 +72,12 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   return fs;
 }
 
-Filesystem::~Filesystem() = default;
+Filesystem::~Filesystem() {
+  if (interrupts_) interrupts_->stop();  // ORDER: before what its thread may touch goes
+}
 
 void Filesystem::finish() {
+  interrupts_->stop();  // no request is left to answer
   if (auto files = writes_->commit_everything()) spdlog::info("committed what {} file(s) held at the unmount", files);
 }
 

@@ -31,6 +31,9 @@ void Filesystem::closed_file(OpenFile& f) {
     if (--f.node->opens == 0) gone = std::exchange(f.node->hidden, std::nullopt);
   }
   if (!gone) return;
+  // The hidden name goes whoever closed last, a killed process too: the
+  // REMOVE is no caller's (client::CallOwner), so nothing cancels it.
+  client::CallOwner nobody(0);
   // ORDER: data still on its way lands before its file goes.
   writes_->drain(f.node, [this, gone = std::move(*gone)] {
     nfs_->call<WccRes>(Proc::REMOVE, diropargs3{gone.dir, gone.name}, [name = gone.name](Result<WccRes> r) {

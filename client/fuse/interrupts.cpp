@@ -53,21 +53,28 @@ Caller look_at(std::uint32_t pid) {
 Interrupts::Interrupts(client::NfsClient& nfs)
     : nfs_(nfs), watcher_([this](std::stop_token stop) { loop(stop); }) {}
 
-Interrupts::~Interrupts() {
+Interrupts::~Interrupts() { stop(); }
+
+void Interrupts::stop() {
   watcher_.request_stop();
   cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 void Interrupts::interrupted(std::uint32_t pid) {
   {
     std::lock_guard lk(mu_);
-    if (std::ranges::any_of(watched_, [pid](const Watched& w) { return w.pid == pid; })) return;
+    if (auto it = std::ranges::find_if(watched_, [pid](const Watched& w) { return w.pid == pid; });
+        it != watched_.end()) {
+      ++it->seq;  // another request of its: the watch the loop may be ending stays
+      return;
+    }
     if (watched_.size() >= kMaxWatched) {
       NFSRDMA_LOG_LIMITED(warn, "fuse: {} processes with interrupted requests already watched; not {}", kMaxWatched,
                           pid);
       return;
     }
-    watched_.push_back({pid, false});
+    watched_.push_back({pid, false, 0});
   }
   cv_.notify_all();
 }
@@ -133,38 +140,46 @@ void Interrupts::loop(std::stop_token stop) {
     std::erase_if(waits_, [](const std::weak_ptr<Wait>& p) { return p.expired(); });
     if (!watched_.empty()) {
       cv_.wait_for(lk, stop, kLook, [] { return false; });
-    } else if (!waits_.empty()) {
-      cv_.wait_for(lk, stop, kOldWait, [&] { return !watched_.empty(); });
     } else {
-      cv_.wait(lk, stop, [&] { return !watched_.empty() || !waits_.empty(); });
+      cv_.wait_for(lk, stop, kOldWait, [&] { return !watched_.empty(); });
     }
     if (stop.stop_requested()) break;
-    // A wait this old may be a killed process's last: the FLUSH of a file
-    // its exit closes comes with no interrupt (the signal was taken).
+    // A wait this old may be one the kernel sends no interrupt for: the
+    // FLUSH of a file a killed process's exit closes (the signal was taken),
+    // a READ of an O_DIRECT read (sent in the background, its caller in an
+    // uninterruptible wait). Their callers are looked at too.
     const auto old = std::chrono::steady_clock::now() - kOldWait;
+    std::vector<std::uint32_t> waiting;
     for (auto& p : waits_) {
       auto w = p.lock();
-      if (!w || w->answered || w->since > old || watched_.size() >= kMaxWatched) continue;
-      if (std::ranges::none_of(watched_, [&](const Watched& v) { return v.pid == w->pid; })) {
-        watched_.push_back({w->pid, false});
+      if (w && !w->answered && w->since < old) waiting.push_back(w->pid);
+    }
+    lk.unlock();
+    for (std::uint32_t pid : nfs_.owners_waiting_longer_than(kOldWait)) waiting.push_back(pid);
+    lk.lock();
+    for (std::uint32_t pid : waiting) {
+      if (watched_.size() < kMaxWatched && std::ranges::none_of(watched_, [&](const Watched& v) { return v.pid == pid; })) {
+        watched_.push_back({pid, false, 0});
       }
     }
     const std::vector<Watched> now = watched_;
     lk.unlock();
-    std::vector<std::uint32_t> done;  // no longer watched
+    std::vector<Watched> done;  // no longer watched, as they were looked at
     for (const auto& w : now) {
       Caller c = look_at(w.pid);
       if (c == Caller::gone) {
         if (w.cancelled) nfs_.release_owner(w.pid);
-        done.push_back(w.pid);
+        done.push_back(w);
       } else if (!w.cancelled && c == Caller::killed) {
         cancel(w.pid);
       } else if (!w.cancelled && !nfs_.has_calls_of(w.pid) && !waits_on_guard(w.pid)) {
-        done.push_back(w.pid);  // a signal it survived, and it waits on nothing now
+        done.push_back(w);  // a signal it survived, and it waits on nothing now
       }
     }
     lk.lock();
-    std::erase_if(watched_, [&](const Watched& w) { return std::ranges::count(done, w.pid) != 0; });
+    std::erase_if(watched_, [&](const Watched& w) {
+      return std::ranges::any_of(done, [&](const Watched& d) { return d.pid == w.pid && d.seq == w.seq; });
+    });
   }
 }
 

@@ -14,9 +14,10 @@
 // calls it would make next) and the waits made for it through guard(). The
 // request's own completion then answers it, EINTR, once. A caller
 // interrupted by a signal that is not fatal is watched every 100 ms while it
-// still waits on something. So is the caller of a guarded wait older than a
-// second: a killed process's exit closes its files, and the FLUSH each close
-// waits on comes without an interrupt. A cancelled caller is released when
+// still waits on something. So is the caller of a guarded wait or an NFS
+// call older than a second, since the kernel sends no interrupt for some
+// waits: the FLUSH of each file a killed process's exit closes, the
+// background READs of an O_DIRECT read. A cancelled caller is released when
 // its /proc entry is gone.
 #pragma once
 
@@ -37,6 +38,8 @@ class Interrupts {
  public:
   explicit Interrupts(client::NfsClient& nfs);
   ~Interrupts();
+  // Ends the watch thread (once the session is over: it answers requests).
+  void stop();
 
   // From libfuse's interrupt callback: the request of `pid` was interrupted.
   void interrupted(std::uint32_t pid);
@@ -56,6 +59,7 @@ class Interrupts {
   struct Watched {
     std::uint32_t pid = 0;
     bool cancelled = false;
+    std::uint64_t seq = 0;  // moved by each interrupt, so a look taken before it drops nothing
   };
   bool waits_on_guard(std::uint32_t pid);
   void cancel(std::uint32_t pid);

@@ -316,9 +316,11 @@ int main(int argc, char** argv) {
   fuse_loop_cfg_destroy(cfg);
   spdlog::info("unmounting {}", mountpoint);
   (*fs)->attach(nullptr);
-  (*fs)->finish();
   fuse_session_unmount(se);
+  // ORDER: unmounted, and the default handlers back, before what the
+  // write-behind holds goes out: a second SIGTERM then ends the wait.
   fuse_remove_signal_handlers(se);
+  (*fs)->finish();
   fuse_session_destroy(se);
   fs->reset();
   return rc == 0 ? 0 : 1;
