@@ -70,6 +70,7 @@ class Dispatcher {
   // make the metrics grow without bound.
   static constexpr std::size_t kClientSeries = 256;
   metrics::Counter& client_calls(const sockaddr_storage& addr);
+  metrics::Counter& client_calls_locked(const std::array<std::uint8_t, 16>& key, const sockaddr_storage& addr);
   std::shared_mutex clients_mu_;
   std::map<std::array<std::uint8_t, 16>, metrics::Counter*> client_calls_;  // guarded by clients_mu_
   metrics::Counter* other_client_calls_ = nullptr;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "server/rpc_callback.hpp"
+
 namespace nfsrdma::server {
 namespace {
 
@@ -155,13 +157,11 @@ std::string describe_networks(const ClientSpec& c) {
   if (c.kind == ClientSpec::Kind::any) return "*";
   std::string out;
   for (const auto& [net, prefix] : c.networks) {
-    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    const bool v4 = prefix >= 96 && std::memcmp(net.data(), kMapped, 12) == 0;
-    char text[INET6_ADDRSTRLEN] = "?";
-    inet_ntop(v4 ? AF_INET : AF_INET6, net.data() + (v4 ? 12 : 0), text, sizeof text);
+    const sockaddr_storage a = rpc::from_v6(net);  // IPv4-mapped ones as IPv4
+    const bool v4 = a.ss_family == AF_INET && prefix >= 96;
     const unsigned bits = v4 ? prefix - 96 : prefix;
     if (!out.empty()) out += " ";
-    out += text;
+    out += address_text(a);
     if (c.kind == ClientSpec::Kind::network || bits != (v4 ? 32u : 128u)) out += "/" + std::to_string(bits);
   }
   return out.empty() ? "(no address)" : out;

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "lib/base/log.hpp"
+#include "lib/base/procfs.hpp"
 
 namespace nfsrdma::fuse {
 namespace {
@@ -32,15 +32,10 @@ Caller look_at(std::uint32_t pid) {
       if (std::stoull(line.substr(7), nullptr, 16) & kKill) return Caller::killed;
     }
   }
-  // proc_pid_stat(5): after "(comm)", field 9 holds the task's flags and
-  // field 52 its exit code, set before an exit closes its files.
-  std::ifstream st(dir + "/stat");
-  std::string text((std::istreambuf_iterator<char>(st)), {});
-  auto close = text.rfind(')');
-  if (close == std::string::npos) return Caller::gone;
-  std::istringstream rest(text.substr(close + 1));
-  std::vector<std::string> field(3);  // field[n]: stat field n, from 3
-  for (std::string f; rest >> f;) field.push_back(f);
+  // proc_pid_stat(5): field 9 holds the task's flags, field 52 its exit
+  // code, set before an exit closes its files.
+  const auto field = proc_stat_fields(dir + "/stat");
+  if (field.empty()) return Caller::gone;
   if (field.size() <= 52) return Caller::alive;
   constexpr unsigned long kExiting = 0x4;  // PF_EXITING
   const bool exiting = std::stoul(field[9]) & kExiting;

@@ -5,9 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "lib/base/procfs.hpp"
 #include "lib/base/result.hpp"
 
 namespace nfsrdma::metrics {
@@ -49,15 +48,9 @@ std::string series(const std::string& name, const std::string& labels, const std
 // The process's own figures, under the names Prometheus's client libraries
 // give them, read from /proc at each scrape.
 std::string process_metrics() {
-  std::ifstream in("/proc/self/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  auto close = text.rfind(')');
-  if (close == std::string::npos) return "";
-  std::istringstream rest(text.substr(close + 2));  // from field 3, the state
-  std::vector<std::string> f(1, "");                // f[i]: field i + 2
-  for (std::string w; rest >> w;) f.push_back(w);
-  if (f.size() < 23) return "";
-  auto field = [&](int n) { return std::stod(f[n - 2]); };  // stat(5)'s numbering
+  const auto f = proc_stat_fields("/proc/self/stat");
+  if (f.size() <= 24) return "";
+  auto field = [&](int n) { return std::stod(f[n]); };  // proc_pid_stat(5)'s numbering
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
   std::size_t fds = 0;
