@@ -1,6 +1,7 @@
 #include "lib/fabric/fabric.hpp"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <rdma/fi_errno.h>
 
 #include <cstring>
@@ -29,6 +30,17 @@ struct CmEvent {
                                         : std::span<const std::uint8_t>{};
   }
 };
+
+// What to do when the device refused to pin memory: the locked-memory limit
+// is the usual cause (siw counts against it even for root; other drivers
+// for users without CAP_IPC_LOCK).
+std::string locked_memory_hint() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return {};
+  return " (the locked-memory limit is " + std::to_string(lim.rlim_cur >> 10) +
+         " KiB: raise it with `ulimit -l unlimited`, LimitMEMLOCK=infinity in a systemd unit, or memlock in "
+         "/etc/security/limits.conf)";
+}
 
 // Returns nullopt on timeout.
 Result<std::optional<CmEvent>> read_cm_event(fid_eq* eq, int timeout_ms, const std::string& what) {
@@ -182,7 +194,9 @@ Result<MemoryRegion> Domain::register_memory(void* addr, std::size_t len, bool r
   if (remote_access) access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
   MemoryRegion m;
   if (int rc = fi_mr_reg(domain_, addr, len, access, 0, 0, 0, &m.mr_, nullptr); rc != 0) {
-    return fabric_error(rc, "fi_mr_reg of " + std::to_string(len) + " bytes");
+    Error e = fabric_error(rc, "fi_mr_reg of " + std::to_string(len) + " bytes");
+    if (rc == -FI_ENOMEM) e.message += locked_memory_hint();
+    return e;
   }
   std::uint64_t key = fi_mr_key(m.mr_);
   if (key > 0xffffffffULL) {
@@ -232,6 +246,7 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth, bool w
   max_msg_ = info->ep_attr->max_msg_size;
   send_queue_ = info->tx_attr->size;
   send_after_write_ = (info->tx_attr->msg_order & FI_ORDER_SAW) != 0;
+  fence_after_read_ = info->ep_attr->protocol == FI_PROTO_IWARP;
   if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in)) {
     char host[INET6_ADDRSTRLEN] = "?";
     const auto* sa = static_cast<const sockaddr*>(info->dest_addr);
@@ -318,10 +333,14 @@ Result<void> Endpoint::post_recv(OpContext* ctx, void* buf, std::size_t len, voi
   return posted(fi_recv(ep_, buf, len, desc, 0, ctx), "fi_recv");
 }
 
+std::uint64_t Endpoint::fence() const {
+  return fence_after_read_ && reads_out_.load(std::memory_order_relaxed) > 0 ? FI_FENCE : 0;
+}
+
 Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc) {
   iovec iov{const_cast<void*>(buf), len};
   fi_msg msg{&iov, &desc, 1, 0, ctx, 0};
-  return posted(fi_sendmsg(ep_, &msg, FI_COMPLETION), "fi_sendmsg");
+  return posted(fi_sendmsg(ep_, &msg, FI_COMPLETION | fence()), "fi_sendmsg");
 }
 
 namespace {
@@ -336,13 +355,16 @@ ssize_t post_rma(fid_ep* ep, bool write, OpContext* ctx, void* local, std::size_
 
 Result<void> Endpoint::post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
                                  std::uint32_t key) {
-  return posted(post_rma(ep_, false, ctx, local, len, desc, remote_addr, key, FI_COMPLETION), "fi_readmsg");
+  if (fence_after_read_) reads_out_.fetch_add(1, std::memory_order_relaxed);
+  auto r = posted(post_rma(ep_, false, ctx, local, len, desc, remote_addr, key, FI_COMPLETION), "fi_readmsg");
+  if (!r && fence_after_read_) reads_out_.fetch_sub(1, std::memory_order_relaxed);
+  return r;
 }
 
 Result<void> Endpoint::post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
                                   std::uint64_t remote_addr, std::uint32_t key, bool signalled) {
   return posted(post_rma(ep_, true, ctx, const_cast<void*>(local), len, desc, remote_addr, key,
-                         signalled ? FI_COMPLETION : 0),
+                         (signalled ? FI_COMPLETION : 0) | fence()),
                 "fi_writemsg");
 }
 
@@ -355,10 +377,14 @@ Result<std::size_t> Endpoint::poll(std::span<Completion> out, int timeout_ms) {
     fi_cq_err_entry err{};
     if (fi_cq_readerr(cq_, &err, 0) < 0) return std::size_t{0};
     out[0] = {err.op_context, err.flags, err.len, err.err ? err.err : EIO};
+    read_done(err.flags);
     return std::size_t{1};
   }
   if (n < 0) return fabric_error(static_cast<int>(n), "fi_cq_read");
-  for (ssize_t i = 0; i < n; ++i) out[i] = {entries[i].op_context, entries[i].flags, entries[i].len, 0};
+  for (ssize_t i = 0; i < n; ++i) {
+    out[i] = {entries[i].op_context, entries[i].flags, entries[i].len, 0};
+    read_done(entries[i].flags);
+  }
   return static_cast<std::size_t>(n);
 }
 

@@ -18,6 +18,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -190,6 +191,18 @@ class Endpoint {
   std::size_t max_msg_ = 0;
   std::size_t send_queue_ = 0;
   bool send_after_write_ = false;
+  // iWARP: a Send or Write posted while an RDMA Read is out carries
+  // FI_FENCE, so it goes (and completes) only after the Read. siw completes
+  // a Send as soon as it is sent, ahead of an earlier Read still waiting for
+  // its response; libfabric 1.17's verbs provider takes send completions to
+  // come in posting order and, when they do not, frees the wrong request
+  // and crashes later. RoCE and InfiniBand complete in order.
+  bool fence_after_read_ = false;
+  std::atomic<std::size_t> reads_out_{0};
+  std::uint64_t fence() const;
+  void read_done(std::uint64_t flags) {
+    if (fence_after_read_ && (flags & FI_RMA) && (flags & FI_READ)) reads_out_.fetch_sub(1, std::memory_order_relaxed);
+  }
   int wait_fd_ = -1;
   std::string peer_;
   bool gone_ = false;

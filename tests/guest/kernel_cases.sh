@@ -3,7 +3,8 @@
 # boots it): the Linux kernel's NFSv3 client and nfsd against nfsrdma-server,
 # nfsrdma-fuse and the fio engine on libfabric's verbs provider (rxe), every
 # cell byte-verified, plus the project's own RDMA tests on verbs and a RoCEv2
-# capture decoded by tshark. Prints TAP; a cell's "figure:" lines go to
+# capture decoded by tshark; then the same links carry soft-iWARP (siw) for
+# the cells that meet iWARP's own paths. Prints TAP; a cell's "figure:" lines go to
 # $RESULTS/figures.txt, its full output to $RESULTS/<cell>.log.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +19,7 @@ n=0 failed=0
 # script with --cell) that is ended after CELL_TIMEOUT seconds; its output is kept.
 cell() {
   local name=$1; shift
+  [ -z "${only:-}" ] || [[ $name == *"$only"* ]] || return 0
   n=$((n + 1))
   local log=$RESULTS/$name.log t0=$SECONDS
   if timeout -k 10 "${CELL_TIMEOUT:-300}" bash "$HERE/kernel_cases.sh" --cell "$@" >"$log" 2>&1; then
@@ -29,7 +31,14 @@ cell() {
   fi
   grep '^figure:' "$log" | sed "s/^figure:/$name:/" >>"$RESULTS/figures.txt"
 }
-die() { echo "$*"; return 1; }
+# A cell's check failed: the cell (a process of its own) ends here, and
+# leaves no mount behind for the next one.
+die() { echo "$*"; exit 1; }
+leave_no_mounts() {
+  local m
+  for m in /mnt/a /mnt/b; do mountpoint -q "$m" && umount -l "$m"; done
+  return 0
+}
 
 setup() {
   rdma_net_up || return 1
@@ -351,11 +360,39 @@ tshark_decodes() {
   "$HERE/rpcrdma_decode.sh" "$RESULTS/ours.pcapng" "$RESULTS/kernel.pcapng"
 }
 
+# iWARP: the veth ends' devices become siw0 and siw1, and our server is
+# started again on them (the kernel nfsd's RDMA listener, bound to no device,
+# takes the new ones by itself). What iWARP changes is met by the cells that
+# follow: connections set up by MPA over TCP, which carries the RFC 8797
+# private data both ways; the sink of an RDMA Read registered for remote
+# write; the kernel's server reading through registrations of its own (the
+# rdma_rw MR path it takes only on iWARP), where on RoCE it reads into its
+# pages directly.
+iwarp_up() {
+  pkill -f "nfsrdma-server --provider verbs --port $PORT"
+  sleep 0.5
+  rdma_devices siw || return 1
+  rdma link show
+  [ "$(cat /sys/class/infiniband/siw0/node_type)" = "4: RNIC" ] || die "siw0 is not an iWARP RNIC"
+  fi_info -p verbs -t FI_EP_MSG | grep -q "domain: siw0" || die "libfabric's verbs provider does not see siw0"
+  start_ours || return 1
+  # Under a small locked-memory limit a mount fails, and says which limit.
+  local out
+  out=$( (ulimit -l 1024; "$FUSE" -o "proto=rdma,provider=verbs,port=$RPORT,mountport=$MPORT,retry=0" \
+    "$SERVER_IP:/srv/ours" /mnt/b) 2>&1) && die "a mount registered its buffers under a 1 MiB memlock limit"
+  echo "$out"
+  grep -q "locked-memory limit is 1024 KiB" <<<"$out" || die "the failure does not name the memlock limit"
+}
+
 if [ "${1:-}" = --cell ]; then
   shift
+  trap leave_no_mounts EXIT
   "$@"
   exit
 fi
+# --only WORD: only the cells whose names contain WORD (setup still runs).
+only=
+if [ "${1:-}" = --only ]; then only=$2; fi
 if ! setup >"$RESULTS/setup.log" 2>&1; then
   echo "1..0 # SKIP the guest could not set up soft-RoCE and nfsd: $(tail -1 "$RESULTS/setup.log")"
   cat "$RESULTS/setup.log" | sed 's/^/# /'
@@ -374,5 +411,12 @@ cell fuse_verbs_locks_on_kernel fuse_locks_on_kernel
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
 for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
+ulimit -l unlimited  # siw charges registrations to RLIMIT_MEMLOCK, root or not
+cell iwarp_devices iwarp_up
+cell iwarp_kernel_to_ours kernel_to_ours rdma
+cell iwarp_fuse_to_kernel fuse_to kernel
+cell iwarp_engine_to_ours engine_to ours
+cell iwarp_server_restart restart_mid_write
+cell iwarp_verbs_rdma own_suite rdma
 echo "1..$n"
 exit $((failed > 0))

@@ -20,6 +20,11 @@ for d in proc sys dev; do mount --move /$d /newroot/$d; done
 # the overlay's tmpfs anyway.
 mount -t tmpfs tmpfs /newroot/run
 mkdir -p /newroot/dev/pts /newroot/dev/shm
+# What udev would make: bash's <(...) needs /dev/fd.
+ln -sfn /proc/self/fd /newroot/dev/fd
+ln -sfn /proc/self/fd/0 /newroot/dev/stdin
+ln -sfn /proc/self/fd/1 /newroot/dev/stdout
+ln -sfn /proc/self/fd/2 /newroot/dev/stderr
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t configfs configfs /newroot/sys/kernel/config 2>/dev/null

@@ -1,5 +1,6 @@
-# Sourced inside the guest: two soft-RoCE "hosts" joined by one veth link.
+# Sourced inside the guest: two soft-RDMA "hosts" joined by one veth link.
 #   server side: v0 $SERVER_IP, rxe0      client side: v1 $CLIENT_IP, rxe1
+# (soft-RoCE), or siw0 and siw1 (soft-iWARP) after `rdma_devices siw`.
 # Both ends stay in the initial network namespace, because 6.1's rdma_rxe
 # receives RoCEv2 (UDP 4791) only there. Policy routing sends what this host
 # sends to either address out of the other end's veth, so every packet between
@@ -15,7 +16,7 @@ guest_log() { echo "guest: $*"; }
 
 rdma_net_up() {
   local m
-  for m in veth rdma_rxe rdma_ucm ib_uverbs rpcrdma nfsd nfsv3 fuse crc32_generic; do
+  for m in veth rdma_ucm ib_uverbs rpcrdma nfsd nfsv3 fuse crc32_generic; do
     modprobe "$m" || { guest_log "modprobe $m failed"; return 1; }
   done
   ip link set lo up
@@ -43,8 +44,24 @@ rdma_net_up() {
   ip route add "$CLIENT_IP/32" dev v0 src "$SERVER_IP" table 102
   ip rule add pref 100 iif lo to "$SERVER_IP/32" lookup 101
   ip rule add pref 101 iif lo to "$CLIENT_IP/32" lookup 102
-  rdma link add rxe0 type rxe netdev v0
-  rdma link add rxe1 type rxe netdev v1
+  rdma_devices rxe
+}
+
+# rdma_devices rxe|siw: the veth ends' RDMA devices become soft-RoCE or
+# soft-iWARP (the other kind's are deleted first: one device per netdev).
+# siw.ko is built by prepare.sh; siw counts registered memory against
+# RLIMIT_MEMLOCK even for root (rxe does not), so its users need `ulimit -l`.
+rdma_devices() {
+  local kind=$1 other=rxe dev
+  [ "$kind" = rxe ] && other=siw
+  for dev in ${other}0 ${other}1; do
+    [ -e "/sys/class/infiniband/$dev" ] && { rdma link delete "$dev" || return 1; }
+  done
+  if ! modprobe "$([ "$kind" = rxe ] && echo rdma_rxe || echo siw)"; then
+    guest_log "no $kind module: $(tail -1 "$GUEST/siw.failed" 2>/dev/null || echo "modprobe failed")"
+    return 1
+  fi
+  rdma link add ${kind}0 type "$kind" netdev v0 && rdma link add ${kind}1 type "$kind" netdev v1
 }
 
 # kernel_nfsd_up DIR [MAX_BLOCK]: the kernel's nfsd, NFSv3 only, with lockd and rpc.statd, exporting DIR

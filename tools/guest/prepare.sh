@@ -2,7 +2,9 @@
 # Prepares the soft-RoCE guest under BUILD/guest (default build/guest): Debian's
 # own 6.1 kernel unpacked from its package (never installed on this host), a
 # busybox initramfs that mounts this host's root read-only over 9p under a
-# tmpfs overlay, and nfs-kernel-server's userland unpacked for the guest only.
+# tmpfs overlay, nfs-kernel-server's userland unpacked for the guest only,
+# and soft-iWARP (siw.ko), which Debian's kernel does not build, compiled
+# from Debian's source of that same kernel against its headers.
 # Idempotent: what is already there is reused. Prints the guest directory.
 set -euo pipefail
 BUILD=$(realpath -m "${1:-build}")
@@ -10,7 +12,8 @@ G=$BUILD/guest
 mkdir -p "$G"
 
 need=()
-for p in qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common tshark; do
+for p in qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers ibverbs-utils perftest libfabric-bin nfs-common tshark \
+  make gcc-12 xz-utils; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -18,6 +21,26 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+build_siw() {
+  local v src=$G/siw-build abi=${ver%-*} series
+  series=$(cut -d. -f1,2 <<<"$ver")
+  v=$(cat "$G/kernel/package-version" 2>/dev/null ||
+    apt-cache show "linux-image-$ver" | awk '/^Version:/ {print $2; exit}')
+  rm -rf "$src" && mkdir -p "$src/dl" "$src/hdr" "$src/siw"
+  (cd "$src/dl" && apt-get download -qq "linux-source-$series=$v" "linux-headers-$ver=$v" \
+    "linux-headers-$abi-common=$v" "linux-kbuild-$series=$v") || return 1
+  local d
+  for d in "$src"/dl/linux-headers-*.deb "$src"/dl/linux-kbuild-*.deb; do dpkg -x "$d" "$src/hdr" || return 1; done
+  dpkg-deb --fsys-tarfile "$src"/dl/linux-source-*.deb | tar -xO "./usr/src/linux-source-$series.tar.xz" |
+    tar -xJ -C "$src/siw" --strip-components=5 --wildcards "linux-source-$series/drivers/infiniband/sw/siw/*" || return 1
+  # The headers' Makefile includes the -common tree by its installed path.
+  local kdir=$src/hdr/usr/src/linux-headers-$ver
+  sed -i "s|include /usr/src/|include $src/hdr/usr/src/|" "$kdir/Makefile"
+  make -C "$kdir" M="$src/siw" CONFIG_RDMA_SIW=m -j"$(nproc)" modules || return 1
+  mkdir -p "$(dirname "$siw")" && strip --strip-debug -o "$siw" "$src/siw/siw.ko" && depmod -b "$G/kernel" "$ver" || return 1
+  rm -rf "$src"
+}
 
 # The kernel Debian 12 ships now (what linux-image-amd64 points at).
 if [ ! -f "$G/kernel/version" ]; then
@@ -27,6 +50,7 @@ if [ ! -f "$G/kernel/version" ]; then
   rm -rf "$G/kernel" "$G/dl" && mkdir -p "$G/dl"
   (cd "$G/dl" && apt-get download -qq "$pkg" 2>/dev/null)
   dpkg -x "$G"/dl/linux-image-*.deb "$G/kernel"
+  dpkg-deb -f "$G"/dl/linux-image-*.deb Version >"$G/kernel/package-version"
   ver=${pkg#linux-image-}
   depmod -b "$G/kernel" "$ver"
   rm -rf "$G/dl"
@@ -41,6 +65,21 @@ if [ ! -x "$G/nfsd/usr/sbin/rpc.nfsd" ]; then
   (cd "$G/dl" && apt-get download -qq nfs-kernel-server 2>/dev/null)
   dpkg -x "$G"/dl/nfs-kernel-server_*.deb "$G/nfsd"
   rm -rf "$G/dl"
+fi
+
+# soft-iWARP: Debian's kernel leaves CONFIG_RDMA_SIW unset, so siw.ko is built
+# here from the linux-source package of the very version unpacked above, with
+# that version's headers (unpacked, not installed), and dropped into the
+# guest's module tree (updates/). The kernel loads it unsigned (it is not
+# built to require signatures), as it loads any out-of-tree module. Where it
+# cannot be built, siw.failed says why and the suite's iWARP cells fail.
+siw=$G/kernel/lib/modules/$ver/updates/siw.ko
+if [ ! -f "$siw" ]; then
+  rm -f "$G/siw.failed"
+  if ! out=$(build_siw 2>&1); then
+    echo "guest: soft-iWARP could not be built: $(tail -1 <<<"$out")" >&2
+    printf '%s\n' "$out" >"$G/siw.failed"
+  fi
 fi
 
 # The initramfs: busybox, the modules that reach the host's root (virtio PCI,
