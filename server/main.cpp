@@ -91,10 +91,10 @@ int main(int argc, char** argv) {
   app.add_option("--idle-timeout", idle_timeout_s,
                  "Seconds a connection may stay idle before it is closed (clients reconnect); 0: never")
       ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--rtmax", cfg.limits.rtmax, "Largest READ offered in FSINFO (bytes)")
-      ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
-  app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes)")
-      ->capture_default_str()->check(CLI::Range(4096u, 1u << 24));
+  app.add_option("--rtmax", cfg.limits.rtmax, "Largest READ offered in FSINFO (bytes), up to 4 MiB")
+      ->capture_default_str()->check(CLI::Range(4096u, 4u << 20));
+  app.add_option("--wtmax", cfg.limits.wtmax, "Largest WRITE offered in FSINFO (bytes), up to 4 MiB")
+      ->capture_default_str()->check(CLI::Range(4096u, 4u << 20));
   app.add_option("--state-dir", cfg.state_dir,
                  "Where the file handle key, the NSM state number and the clients holding locks are kept")
       ->capture_default_str();

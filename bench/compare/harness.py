@@ -68,7 +68,7 @@ class Host:
         self.procs.append((name, p))
         return p
 
-    def start_server(self, export_options="rw,no_root_squash,async"):
+    def start_server(self, export_options="rw,no_root_squash,async", extra=()):
         self.export = os.path.join(self.work, "export")
         os.makedirs(self.export, exist_ok=True)
         self.nfs_port, self.mount_port, self.rdma_port = free_port(), free_port(), free_port()
@@ -79,7 +79,7 @@ class Host:
             f"{self.build}/server/nfsrdma-server", "--export", self.export_line(export_options),
             "--bind", self.addr, "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
             "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register", *portmap,
-            "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn"])
+            "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn", *extra])
         wait_port(self.nfs_port, host=self.addr)
         self.export_options = export_options
         return self.server

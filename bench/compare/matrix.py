@@ -14,10 +14,15 @@ PRESETS = {
     # Plus small random I/O at QD32, where per-call CPU shows most.
     "full": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": list(itertools.product(
         WORKLOADS, ("4k", "64k", "1M"), (1, 16))) + [("randread", "4k", 32), ("randwrite", "4k", 32)],
-        "seconds": 3, "repeats": 3, "size": "2G", "peers": True},
+        "seconds": 3, "repeats": 3, "size": "2G", "peers": True,
+        "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")]},
+    # transfer sizes alone: what a 4 MiB server does to sequential engine jobs.
+    "transfer": {"transports": ("rdma", "tcp"), "paths": (), "cells": [], "seconds": 3, "repeats": 3, "size": "1G",
+                 "peers": False, "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")]},
     # the harness's own test: one cell per path, shortest runs.
     "smoke": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [("read", "1M", 4),
-              ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500},
+              ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500,
+              "transfer_jobs": [("write", "4M")]},
 }
 
 # The kernel comparison, run inside the soft-RoCE guest (guest.py): every job

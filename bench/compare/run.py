@@ -7,7 +7,7 @@ kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
 full preset adds a short one where QEMU runs. Writes results.json and
 report.html and prints a table.
 
-  bench/compare/run.py [--preset quick|full|smoke|kernel|kernel-quick|kernel-smoke]
+  bench/compare/run.py [--preset quick|full|transfer|smoke|kernel|kernel-quick|kernel-smoke]
                        [--build build] [--out DIR]
 """
 import argparse
@@ -25,6 +25,7 @@ import kernel  # noqa: E402
 import matrix  # noqa: E402
 import metadata  # noqa: E402
 import peers  # noqa: E402
+import transfer  # noqa: E402
 
 
 def host_description(h):
@@ -114,7 +115,7 @@ def host_run(a, p, out, engine):
             plan += [(t, "remote", c) for c in p["cells"] for t in p["transports"]]
             result["host"]["fio_clients"] = a.fio_client
         peer_plan = peers.plan(a.preset, p) if p["peers"] else []
-        prog = Progress(len(plan) + len(peer_plan))
+        prog = Progress(len(plan) + len(peer_plan) + transfer.steps(p))
         for t, path, (rw, bs, depth) in plan:
             name = f"{t}-{path}-{rw}-{bs}-qd{depth}"
             common = matrix.fio_common(name, rw, bs, depth, p["seconds"], p["size"])
@@ -159,6 +160,8 @@ def host_run(a, p, out, engine):
             print(f"metadata over {t}: {m['files']} files: " + ", ".join(
                 f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")) + ", " + metadata.lock_text(m),
                 file=sys.stderr)
+        if p.get("transfer_jobs"):
+            result["transfer"] = transfer.run(a, p, engine, measure, prog)
         peers.run(h, peer_plan, result, prog, p, measure)
         result["unavailable"] += peers.unavailable(p["peers"])
         result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")

@@ -17,8 +17,9 @@ namespace nfsrdma::fuse {
 using namespace nfs3;
 
 namespace {
-constexpr std::size_t kReadChunks = 32;   // READs in flight (kernel readahead included)
-constexpr std::size_t kWriteChunks = 64;  // write-behind window, in wsize chunks
+// READs in flight (kernel readahead included) and the write-behind window,
+// in bytes: 32 and 64 chunks of 1 MiB, fewer when rsize or wsize is larger.
+constexpr std::size_t kReadBytes = 32 << 20, kWriteBytes = 64 << 20;
 constexpr std::size_t kSmallBytes = 64 << 10, kSmallChunks = 512;  // for small scattered writes
 }  // namespace
 
@@ -43,8 +44,9 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   if (auto pc = c.call_sync<PATHCONF3res>(Proc::PATHCONF, FhArgs{c.root()}); pc && pc->status == NFS3_OK) {
     fs->name_max_ = pc->name_max;
   }
-  fs->read_pool_ = std::make_unique<BufferPool>(fs->options_.rsize, kReadChunks);
-  fs->write_pool_ = std::make_unique<BufferPool>(fs->options_.wsize, kWriteChunks);
+  auto chunks = [](std::size_t bytes, std::size_t size) { return std::max<std::size_t>(8, bytes / std::max<std::size_t>(size, 1 << 20)); };
+  fs->read_pool_ = std::make_unique<BufferPool>(fs->options_.rsize, chunks(kReadBytes, fs->options_.rsize));
+  fs->write_pool_ = std::make_unique<BufferPool>(fs->options_.wsize, chunks(kWriteBytes, fs->options_.wsize));
   fs->small_pool_ = std::make_unique<BufferPool>(std::min<std::size_t>(kSmallBytes, fs->options_.wsize), kSmallChunks);
   for (auto* pool : {fs->read_pool_.get(), fs->write_pool_.get(), fs->small_pool_.get()}) {
     if (auto r = c.register_memory(pool->region()); !r) return r.error();
@@ -82,7 +84,10 @@ void Filesystem::finish() {
 }
 
 void Filesystem::fs_init(fuse_conn_info* conn) {
-  conn->max_write = options_.wsize;
+  // libfuse has set max_write to what its read buffer holds (1 MiB with
+  // Linux's 256-page limit): never more, or reading the device fails. Larger
+  // wsize still counts: the write-behind gathers writes into wsize WRITEs.
+  conn->max_write = std::min(conn->max_write, options_.wsize);
   conn->max_read = options_.rsize;
   conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_AUTO_INVAL_DATA |
                 FUSE_CAP_SPLICE_READ;

@@ -88,10 +88,10 @@ const Option kOptions[] = {
        if (v == "sys") return {};
        return bad("sec=" + std::string(v) + ": only sec=sys is supported (no Kerberos)");
      }},
-    {{"rsize=N", "most bytes per READ, 4096 to 1048576; the server's FSINFO may lower it"},
-     NUMBER("rsize", o.rsize, 4096, 1 << 20)},
-    {{"wsize=N", "most bytes per WRITE, 4096 to 1048576; the server's FSINFO may lower it"},
-     NUMBER("wsize", o.wsize, 4096, 1 << 20)},
+    {{"rsize=N", "most bytes per READ, 4096 to 4194304 (default 1048576); the server's FSINFO may lower it"},
+     NUMBER("rsize", o.rsize, 4096, 4 << 20)},
+    {{"wsize=N", "most bytes per WRITE, 4096 to 4194304 (default 1048576); the server's FSINFO may lower it"},
+     NUMBER("wsize", o.wsize, 4096, 4 << 20)},
     {{"hard", "retry a call until the server answers (default)"}, SET(o.nfs.hard = true)},
     {{"soft", "fail a call with EIO once it and its retrans retransmissions time out"}, SET(o.nfs.hard = false)},
     {{"timeo=N", "tenths of a second before a call is retransmitted (default 600)"},

@@ -97,6 +97,14 @@ TEST(MountOptions, Nfs5OptionsSetWhatTheyName) {
   EXPECT_TRUE(nolock->local_posix_locks && nolock->local_flock_locks);
 }
 
+TEST(MountOptions, TransfersUpTo4MiB) {
+  auto o = parse_mount("h:/e", "rsize=4194304,wsize=4194304");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->rsize, 4u << 20);
+  EXPECT_EQ(o->wsize, 4u << 20);
+  EXPECT_EQ(parse_mount("h:/e", "")->rsize, 1u << 20) << "1 MiB stays the default";
+}
+
 TEST(MountOptions, Ipv6Source) {
   auto o = parse_mount("[fe80::1]:/pool", "");
   ASSERT_TRUE(o.ok());
@@ -108,7 +116,8 @@ TEST(MountOptions, RejectsBadInputByName) {
   struct Case { const char* source; const char* opts; const char* says; };
   for (const Case& c : {Case{"nocolon", "", "host:/export"}, Case{"h:relative", "", "must start with /"},
                         Case{"h:/e", "proto=udp", "proto=udp"}, Case{"h:/e", "rsize=12", "rsize"},
-                        Case{"h:/e", "rsize=abc", "rsize"}, Case{"h:/e", "timeo", "timeo"},
+                        Case{"h:/e", "rsize=abc", "rsize"}, Case{"h:/e", "wsize=4194305", "4194304"},
+                        Case{"h:/e", "timeo", "timeo"},
                         Case{"h:/e", "frobnicate", "frobnicate"}, Case{"h:/e", "nconnect=99", "nconnect"},
                         Case{"h:/e", "vers=4", "only NFS version 3"}, Case{"h:/e", "nfsvers=2", "only NFS version 3"},
                         Case{"h:/e", "sec=krb5p", "Kerberos"}, Case{"h:/e", "udp", "UDP"},

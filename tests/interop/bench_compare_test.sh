@@ -34,10 +34,15 @@ for t in ("rdma", "tcp"):
     assert m["files"] > 0 and all(m[k]["per_s"] > 0 for k in ("create", "stat", "unlink")), m
     assert m["lock"].get("per_s", 0) > 0, f"no lock figure over {t}: {m['lock']}"
 print("ok: results.json has", len(r["cells"]), "cells with figures, ratios and CPU per GiB")
+# Transfer sizes: the same job on the 1 MiB and the 4 MiB server, each transport.
+t = {(c["transport"], c["transfer"]) for c in r["transfer"] if c["bw_MiBps"]["median"] > 0}
+assert t == {(x, y) for x in ("rdma", "tcp") for y in ("1 MiB", "4 MiB")}, t
 PY
+grep -q "^transfer sizes" "$WORK/table" || fail "no transfer-size table"
 
 . "$TESTS_DIR/interop/report_check.sh"
 check_report "$WORK/out/report.html" 8
+grep -q "<h2>Transfer sizes</h2>" "$WORK/out/report.html" || fail "no transfer-size section in the report"
 
 # The verdict at the top: RDMA ÷ TCP bandwidth with large blocks, recomputed
 # here from results.json (the geometric mean over the jobs both transports ran

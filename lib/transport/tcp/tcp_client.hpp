@@ -21,7 +21,9 @@
 namespace nfsrdma::tcp {
 
 struct TcpClientOptions {
-  std::size_t max_record_bytes = (1u << 20) + 64 * 1024;
+  // A limit, not a buffer: records are read into what they need. 4 MiB of
+  // data plus headers: the largest READ reply a server may offer.
+  std::size_t max_record_bytes = (4u << 20) + 64 * 1024;
   bool reserved_port = true;  // bind a source port < 1024 when root
   std::string source_address;  // bind this local address first (empty: any)
   int connect_timeout_ms = 0;  // 0: the kernel's SYN retries (minutes)
