@@ -6,11 +6,51 @@
 
 namespace nfsrdma::tcp {
 
-RecordReader::RecordReader(std::size_t max_record_bytes)
-    : max_record_bytes_(max_record_bytes), staged_(new std::uint8_t[kStageBytes]) {}
+std::vector<std::uint8_t> BufferShelf::take(std::size_t bytes) {
+  std::lock_guard lk(mu_);
+  auto best = kept_.end();
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (it->capacity() >= bytes && (best == kept_.end() || it->capacity() < best->capacity())) best = it;
+  }
+  if (best == kept_.end()) return {};
+  std::vector<std::uint8_t> out = std::move(*best);
+  *best = std::move(kept_.back());
+  kept_.pop_back();
+  return out;
+}
+
+void BufferShelf::give(std::vector<std::uint8_t>&& b) {
+  if (b.capacity() < kMinBytes) return;
+  b.clear();
+  std::lock_guard lk(mu_);
+  if (kept_.size() < max_) {
+    kept_.push_back(std::move(b));
+    return;
+  }
+  // Full: a larger one takes the smallest one's place, so what is kept
+  // follows the largest calls (1 MiB WRITEs first, then 4 MiB READs).
+  auto smallest = std::min_element(kept_.begin(), kept_.end(),
+                                   [](const auto& x, const auto& y) { return x.capacity() < y.capacity(); });
+  if (smallest->capacity() < b.capacity()) *smallest = std::move(b);
+}
+
+std::size_t BufferShelf::kept() const {
+  std::lock_guard lk(mu_);
+  return kept_.size();
+}
+
+RecordReader::RecordReader(std::size_t max_record_bytes, BufferShelf* shelf)
+    : max_record_bytes_(max_record_bytes), shelf_(shelf), staged_(new std::uint8_t[kStageBytes]) {}
 
 void RecordReader::grow_record(std::size_t need) {
   if (need <= record_.capacity()) return;
+  // A new large record takes kept room, so its pages are not faulted afresh.
+  if (shelf_ && record_have_ == 0 && need >= BufferShelf::kMinBytes) {
+    if (auto kept = shelf_->take(need); kept.capacity() >= need) {
+      record_ = std::move(kept);
+      return;
+    }
+  }
   // Geometric: at least double, so a record built from many fragments is
   // moved O(log n) times, never once per fragment.
   record_.reserve(std::max(need, std::min(2 * record_.capacity(), max_record_bytes_)));

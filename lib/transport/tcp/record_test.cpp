@@ -46,6 +46,47 @@ TEST(RecordMarking, TwoFragmentsMakeOneRecord) {
   }
 }
 
+TEST(BufferShelf, KeepsTheLargestBuffersUpToItsCountAndLendsTheSmallestThatFits) {
+  constexpr std::size_t k = BufferShelf::kMinBytes;
+  BufferShelf shelf(2);
+  Bytes small(1000), big(k), bigger(4 * k), third(k), largest(8 * k);
+  const auto *big_at = big.data(), *bigger_at = bigger.data(), *largest_at = largest.data();
+  shelf.give(std::move(small));
+  EXPECT_EQ(shelf.kept(), 0u) << "a small buffer is not worth keeping";
+  shelf.give(std::move(bigger));
+  shelf.give(std::move(big));
+  shelf.give(std::move(third));
+  EXPECT_EQ(shelf.kept(), 2u) << "no more than its count";
+  Bytes got = shelf.take(k);
+  EXPECT_EQ(got.data(), big_at) << "the smallest that fits";
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(shelf.take(8 * k).capacity(), 0u) << "none fits: nothing lent";
+  shelf.give(std::move(got));
+  shelf.give(std::move(largest));
+  EXPECT_EQ(shelf.kept(), 2u);
+  EXPECT_EQ(shelf.take(k).data(), bigger_at) << "full: the larger one took the smallest one's place";
+  EXPECT_EQ(shelf.take(k).data(), largest_at);
+  EXPECT_EQ(shelf.kept(), 0u);
+}
+
+TEST(BufferShelf, ALargeRecordIsAssembledInKeptRoom) {
+  BufferShelf shelf(4);
+  RecordReader r(8u << 20, &shelf);
+  const std::size_t n = 1u << 20;
+  Bytes stream = {0x80, 0x10, 0x00, 0x00};  // one last fragment of 1 MiB
+  stream.resize(4 + n, 0x5a);
+  auto first = feed(r, stream, 64 * 1024);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  const auto* at = (*first)[0].data();
+  shelf.give(std::move((*first)[0]));
+  auto second = feed(r, stream, 64 * 1024);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].data(), at) << "the second record did not reuse the first one's room";
+  EXPECT_EQ((*second)[0], Bytes(n, 0x5a));
+}
+
 TEST(RecordMarking, OversizeFragmentRefusedBeforeAllocating) {
   RecordReader r(1024);
   Bytes s = {0xff, 0xff, 0xff, 0xff};  // last fragment of 2^31-1 bytes

@@ -75,7 +75,9 @@ void TcpClient::fail_all(const Error& e) {
 }
 
 void TcpClient::reader_loop() {
-  RecordReader reader(options_.max_record_bytes);
+  // One record at a time: its room is kept for the next large one.
+  BufferShelf shelf(1);
+  RecordReader reader(options_.max_record_bytes, &shelf);
   Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: connection to " + peer_ + " closed"};
   for (bool open = true; open;) {
     auto buf = reader.buffer();
@@ -94,7 +96,9 @@ void TcpClient::reader_loop() {
         break;
       }
       if (!*done) break;
-      deliver(reader.take());
+      auto record = reader.take();
+      deliver(record);
+      shelf.give(std::move(record));
     }
   }
   if (shutting_down_) why = Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"};

@@ -32,7 +32,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
  public:
   TcpConnection(TcpServer& server, Fd fd, rpc::Peer peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket)
       : server_(server), fd_(std::move(fd)), peer_(peer), addr_(rpc::to_v6(peer.addr)), tag_(tag),
-        ticket_(std::move(ticket)), reader_(server.options_.max_record_bytes) {}
+        ticket_(std::move(ticket)), reader_(server.options_.max_record_bytes, &server.shelf_) {}
   ~TcpConnection() {
     std::lock_guard lk(mu_);
     held(-static_cast<std::int64_t>(held_));
@@ -193,6 +193,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
           left -= rest;
           held(-static_cast<std::int64_t>(p.held));
           --in_flight_;
+          server_.shelf_.give(std::move(p.bytes));
           out_.pop_front();
         } else {
           p.sent += left;
@@ -221,7 +222,10 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     if (closed_) return;
     closed_ = true;
     // Replies never sent end their calls now.
-    for (const auto& p : out_) held(-static_cast<std::int64_t>(p.held));
+    for (auto& p : out_) {
+      held(-static_cast<std::int64_t>(p.held));
+      server_.shelf_.give(std::move(p.bytes));
+    }
     in_flight_ -= out_.size();
     out_.clear();
     // ORDER: leave the epoll set before the fd number can be reused by accept().
@@ -253,8 +257,10 @@ namespace {
 // Holds the call's message, which IncomingCall::message points into, until the call ends.
 class TcpCallChannel final : public rpc::ReplyChannel {
  public:
-  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge, std::vector<std::uint8_t> message)
-      : conn_(std::move(c)), charge_(charge), message_(std::move(message)) {}
+  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge, std::vector<std::uint8_t> message,
+                 BufferShelf& shelf)
+      : conn_(std::move(c)), charge_(charge), message_(std::move(message)), shelf_(shelf) {}
+  ~TcpCallChannel() override { shelf_.give(std::move(message_)); }
   std::span<const std::uint8_t> message() const { return message_; }
   void send(rpc::ReplyMessage&& reply) override { conn_->reply(std::move(reply), charge_); }
   void drop() override { conn_->no_reply(charge_); }
@@ -265,6 +271,7 @@ class TcpCallChannel final : public rpc::ReplyChannel {
   std::shared_ptr<TcpConnection> conn_;
   std::size_t charge_;
   std::vector<std::uint8_t> message_;
+  BufferShelf& shelf_;
 };
 
 }  // namespace
@@ -402,8 +409,16 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
       const std::size_t bound = options_.reply_bound ? options_.reply_bound(message) : options_.max_record_bytes;
       const std::size_t charge = message.size() + bound;
       const bool more = c->begin_call(charge, reader.has_unparsed());
-      auto channel = std::make_shared<TcpCallChannel>(c, charge, std::move(message));
+      auto channel = std::make_shared<TcpCallChannel>(c, charge, std::move(message), shelf_);
       rpc::IncomingCall call;
+      // A large reply (a READ's) is built in kept room, room for the bound
+      // when it is new, so it fits the next such reply when it comes back.
+      // A bound of a whole record is the default for calls the server did
+      // not size (MOUNT, NLM...), whose replies are small.
+      if (bound >= BufferShelf::kMinBytes && bound < options_.max_record_bytes) {
+        call.reply_buffer = shelf_.take(bound);
+        call.reply_buffer.reserve(bound);
+      }
       call.message = channel->message();
       call.channel = std::move(channel);
       call.listener = c->tag();

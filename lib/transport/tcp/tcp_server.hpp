@@ -40,6 +40,7 @@
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
+#include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
 
 namespace nfsrdma::tcp {
@@ -49,6 +50,7 @@ struct TcpServerOptions {
   rpc::AdmissionLimits admission;
   std::size_t max_calls_in_flight = 128;               // per connection
   std::size_t max_connection_bytes = 16u << 20;        // per connection, see above
+  std::size_t kept_buffers = 16;                       // large buffers kept for reuse (BufferShelf)
   // The most a call's reply can take, from the call's bytes; unset: a whole
   // record (max_record_bytes), the safe and pessimistic answer.
   std::function<std::size_t(std::span<const std::uint8_t> call)> reply_bound;
@@ -97,6 +99,7 @@ class TcpServer {
   void on_budget_room();
 
   TcpServerOptions options_;
+  BufferShelf shelf_{options_.kept_buffers};  // ORDER: before the connections that give to it
   rpc::CallHandler handler_;
   rpc::Admission admission_;
   std::unique_ptr<rpc::MemoryBudget> own_budget_;
