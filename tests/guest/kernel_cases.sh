@@ -154,6 +154,33 @@ bench_tools() {  # fabric_bench (raw RMA) and nfs_bench (NFS through client/core
   rm -f /srv/kernel/nfs_bench.dat
 }
 
+# 4 MiB transfers on verbs: a second server of ours offering 4 MiB READs and
+# WRITEs, the fio engine's 4 MiB blocks (one call each) verified, and
+# nfsrdma-fuse with rsize and wsize of 4 MiB copying a file in and out.
+big_transfers() {
+  mkdir -p /srv/ours/big4 && cd /tmp || return 1
+  ("$SERVER" --provider verbs --port 2070 --mount-port 20078 --rdma-port 20079 --no-register --state-dir /tmp/state-4m \
+    --rtmax 4194304 --wtmax 4194304 --export "/srv/ours/big4 *(rw,no_root_squash)" >>"$RESULTS/server-4m.log" 2>&1 &)
+  local i
+  for i in $(seq 100); do (exec 3<>"/dev/tcp/$SERVER_IP/2070") 2>/dev/null && break; sleep 0.1; done
+  local args=(--ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/ours/big4" --nfs_transport=rdma
+    --nfs_provider=verbs --nfs_port=20079 --nfs_mount_port=20078 --filename=e4 --bs=4M --size=32M --iodepth=4
+    --verify=crc32c)
+  fio --name=w "${args[@]}" --rw=write --do_verify=1 || die "fio 4 MiB write"
+  fio --name=w "${args[@]}" --rw=read --verify_only || die "fio 4 MiB read back"
+  fuse_mount /mnt/b "port=20079,mountport=20078,rsize=4194304,wsize=4194304" /srv/ours/big4 || die "4 MiB mount"
+  grep -q "mounted $SERVER_IP:/srv/ours/big4 (.*rsize=4194304,wsize=4194304" /var/log/nfsrdma-fuse.log ||
+    die "the mount did not take 4 MiB"
+  head -c 32M /tmp/big >/tmp/big32
+  cp /tmp/big32 /mnt/b/big && umount /mnt/b && fuse_mount /mnt/b "port=20079,mountport=20078,rsize=4194304" /srv/ours/big4 ||
+    die "copy through the 4 MiB mount"
+  cmp /tmp/big32 /mnt/b/big && cmp /tmp/big32 /srv/ours/big4/big || die "the file differs after a 4 MiB copy"
+  umount /mnt/b
+  pkill -f "nfsrdma-server --provider verbs --port 2070"
+  echo "figure: 32 MiB in 4 MiB fio blocks verified; 32 MiB copied through a 4 MiB mount and compared"
+  rm -rf /srv/ours/big4
+}
+
 own_suite() {  # the project's RDMA gtest binary NAME on verbs
   cd /tmp || return 1
   TMPDIR=/srv/scratch NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
@@ -410,6 +437,7 @@ cell kernel_rdma_locks_on_ours kernel_locks_on_ours
 cell fuse_verbs_locks_on_kernel fuse_locks_on_kernel
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
+cell verbs_4mib_transfers big_transfers
 for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
 ulimit -l unlimited  # siw charges registrations to RLIMIT_MEMLOCK, root or not
 cell iwarp_devices iwarp_up

@@ -36,6 +36,11 @@ rdma_net_up() {
   # reorder within a queue pair.
   echo 1 >/sys/class/net/v0/queues/rx-0/rps_cpus
   echo 1 >/sys/class/net/v1/queues/rx-0/rps_cpus
+  # A receive backlog for what RDMA puts in flight: a 4 MiB RDMA Read's
+  # response is 1,024 packets, and four of them overran the default 1,000,
+  # dropping packets that rxe then waited out (4 MiB WRITEs at 3 MB/s). A
+  # NIC's receive ring is not a softirq backlog.
+  sysctl -qw net.core.netdev_max_backlog=16384
   # Local delivery after the link rules; locally sent packets (iif lo) for
   # the other end leave through the other end's veth.
   ip rule add pref 1000 lookup local
