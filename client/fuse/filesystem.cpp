@@ -44,7 +44,9 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   if (auto pc = c.call_sync<PATHCONF3res>(Proc::PATHCONF, FhArgs{c.root()}); pc && pc->status == NFS3_OK) {
     fs->name_max_ = pc->name_max;
   }
-  auto chunks = [](std::size_t bytes, std::size_t size) { return std::max<std::size_t>(8, bytes / std::max<std::size_t>(size, 1 << 20)); };
+  auto chunks = [](std::size_t bytes, std::size_t size) {
+    return std::max<std::size_t>(8, bytes / std::max<std::size_t>(size, 1 << 20));
+  };
   fs->read_pool_ = std::make_unique<BufferPool>(fs->options_.rsize, chunks(kReadBytes, fs->options_.rsize));
   fs->write_pool_ = std::make_unique<BufferPool>(fs->options_.wsize, chunks(kWriteBytes, fs->options_.wsize));
   fs->small_pool_ = std::make_unique<BufferPool>(std::min<std::size_t>(kSmallBytes, fs->options_.wsize), kSmallChunks);
