@@ -1,6 +1,7 @@
 """The comparison matrix: presets, the fio command for each path, and the
 baselines every cell is divided by."""
 import itertools
+import subprocess
 
 WORKLOADS = ("read", "write", "randread", "randwrite")
 LABEL = {"read": "seq read", "write": "seq write", "randread": "rand read", "randwrite": "rand write"}
@@ -56,6 +57,14 @@ def engine_args(h, engine, transport, fname):
     return ["fio", f"--ioengine=external:{engine}", f"--nfs_export={h.addr}:{h.export}",
             f"--nfs_transport={transport}", f"--nfs_port={h.port_for(transport)}",
             f"--nfs_mount_port={h.mount_port}", f"--nfs_provider={h.provider}", f"--filename={fname}"]
+
+
+def lay_out(fio, size, depth=16, prefix=()):
+    """Writes the file a job reads: the fio command `fio` (engine and file
+    arguments) writing `size` sequentially in 1 MiB blocks, `depth` at once;
+    `prefix` runs it elsewhere (ip netns exec NS)."""
+    subprocess.run([*prefix, *fio, "--name=layout", "--rw=write", "--bs=1M", f"--iodepth={depth}", f"--size={size}"],
+                   stdout=subprocess.DEVNULL, check=True)
 
 
 def file_args(path):

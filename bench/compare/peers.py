@@ -104,8 +104,7 @@ def run(h, peer_plan, result, prog, p, measure):
                 fio = [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}", "--filename=data-libnfs"]
                 if ("ganesha", path) not in laid_out:  # fio's nfs engine reads only files that exist
                     laid_out.add(("ganesha", path))
-                    subprocess.run(["ip", "netns", "exec", NS] + fio + ["--name=layout", "--rw=write", "--bs=1M",
-                                   f"--size={p['size']}"], stdout=subprocess.DEVNULL, check=True)
+                    matrix.lay_out(fio, p["size"], depth=1, prefix=["ip", "netns", "exec", NS])
                 script = " ".join(f"'{x}'" for x in fio + common)
             args = ["ip", "netns", "exec", NS, "bash", "-c", script]
         else:
@@ -115,8 +114,7 @@ def run(h, peer_plan, result, prog, p, measure):
                 fio = [FIO_LIBNFS, "--ioengine=nfs", f"--nfs_url={url}", "--filename=data-libnfs"]
                 if ("ours", path) not in laid_out:
                     laid_out.add(("ours", path))
-                    subprocess.run(fio + ["--name=layout", "--rw=write", "--bs=1M", f"--size={p['size']}"],
-                                   stdout=subprocess.DEVNULL, check=True)
+                    matrix.lay_out(fio, p["size"], depth=1)
                 args = fio + common
             else:
                 args = kernel_mount_args(h, path.split("-")[1], common)

@@ -103,12 +103,8 @@ def host_run(a, p, out, engine):
             print(f"mounted {h.addr}:{h.export} on {mnt} over {how}", file=sys.stderr)
         # Lay each transport's file out once (through the engine), and one for the local baseline.
         for t in p["transports"]:
-            subprocess.run(matrix.engine_args(h, engine, t, f"data-{t}") + [
-                "--name=layout", "--rw=write", "--bs=1M", "--iodepth=16", f"--size={p['size']}"],
-                stdout=subprocess.DEVNULL, check=True)
-        subprocess.run(matrix.file_args(os.path.join(h.export, "data-local")) + [
-            "--name=layout", "--rw=write", "--bs=1M", "--iodepth=16", f"--size={p['size']}"],
-            stdout=subprocess.DEVNULL, check=True)
+            matrix.lay_out(matrix.engine_args(h, engine, t, f"data-{t}"), p["size"])
+        matrix.lay_out(matrix.file_args(os.path.join(h.export, "data-local")), p["size"])
         plan = [(t, path, c) for c in p["cells"] for t in p["transports"] for path in p["paths"]]
         plan += [("local", "local", c) for c in p["cells"]]
         if a.fio_client:

@@ -5,7 +5,6 @@ The engine sends a block as one call where the server allows it and splits it
 into calls of the server's size where not, so the 4 MiB server's gain (or
 loss) is the ratio of the same job on the two, measured in turn in one run."""
 import os
-import subprocess
 
 import harness
 import matrix
@@ -25,9 +24,7 @@ def run(a, p, engine, measure, prog):
             hosts[label] = h
             h.start_server(extra=["--rtmax", str(size), "--wtmax", str(size)])
             for t in p["transports"]:
-                subprocess.run(matrix.engine_args(h, engine, t, f"data-{t}") + [
-                    "--name=layout", "--rw=write", "--bs=1M", "--iodepth=16", f"--size={p['size']}"],
-                    stdout=subprocess.DEVNULL, check=True)
+                matrix.lay_out(matrix.engine_args(h, engine, t, f"data-{t}"), p["size"])
         for t in p["transports"]:
             for rw, bs in p["transfer_jobs"]:
                 for label, h in hosts.items():

@@ -34,6 +34,11 @@ cell() {
 # A cell's check failed: the cell (a process of its own) ends here, and
 # leaves no mount behind for the next one.
 die() { echo "$*"; exit 1; }
+answers() {  # PORT: true once something accepts on $SERVER_IP:PORT, within 10 s
+  local i
+  for i in $(seq 100); do (exec 3<>"/dev/tcp/$SERVER_IP/$1") 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
 leave_no_mounts() {
   local m
   for m in /mnt/a /mnt/b; do mountpoint -q "$m" && umount -l "$m"; done
@@ -161,8 +166,7 @@ big_transfers() {
   mkdir -p /srv/ours/big4 && cd /tmp || return 1
   ("$SERVER" --provider verbs --port 2070 --mount-port 20078 --rdma-port 20079 --no-register --state-dir /tmp/state-4m \
     --rtmax 4194304 --wtmax 4194304 --export "/srv/ours/big4 *(rw,no_root_squash)" >>"$RESULTS/server-4m.log" 2>&1 &)
-  local i
-  for i in $(seq 100); do (exec 3<>"/dev/tcp/$SERVER_IP/2070") 2>/dev/null && break; sleep 0.1; done
+  answers 2070 || die "the 4 MiB server did not start"
   local args=(--ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/ours/big4" --nfs_transport=rdma
     --nfs_provider=verbs --nfs_port=20079 --nfs_mount_port=20078 --filename=e4 --bs=4M --size=32M --iodepth=4
     --verify=crc32c)
@@ -221,9 +225,7 @@ locks_server() {
   ("$SERVER" --provider verbs --port $LPORT --mount-port $LMPORT --rdma-port $LRPORT --portmap --portmap-port 1111 \
     --nlm-port 4045 --grace 5 --state-dir /tmp/state-locks --export "/srv/ours *(rw,no_root_squash)" \
     >>"$RESULTS/locks-server.log" 2>&1 &)
-  local i
-  for i in $(seq 100); do (exec 3<>"/dev/tcp/$SERVER_IP/$LPORT") 2>/dev/null && return 0; sleep 0.1; done
-  die "the lock server did not start"
+  answers $LPORT || die "the lock server did not start"
 }
 lock_probe() {  # FILE START LEN: "free", or the holder's type, start and length, as F_GETLK says
   python3 -c 'import fcntl, os, struct, sys
