@@ -49,7 +49,7 @@ class DoneQueue {
 };
 
 struct nfsrdma_session {
-  std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections, used in turn
+  std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections over the addresses given
   std::uint32_t rsize = 0, wsize = 0;      // the server's FSINFO rtmax/wtmax, in pages
   bool driven = false;  // RDMA: getevents drives the client (NfsClient::progress)
   // Completions come from fio's thread when `driven`, but also from the
@@ -101,6 +101,13 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
   o.nconnect = static_cast<int>(std::max(1u, p->nconnect));
   o.uid = p->uid;
   o.gid = p->gid;
+  for (auto [name, value, out] : {std::tuple{"nfs_remoteaddrs", p->remote_addrs, &o.remote_addrs},
+                                  std::tuple{"nfs_localaddrs", p->local_addrs, &o.local_addrs}}) {
+    if (!value) continue;
+    auto a = client::parse_address_list(name, value);
+    if (!a) return say(a.error().message);
+    *out = std::move(*a);
+  }
   auto s = std::make_unique<nfsrdma_session>();
   s->driven = o.caller_progress;
   auto c = client::NfsClient::connect(o);

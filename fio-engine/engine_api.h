@@ -18,6 +18,8 @@ struct nfsrdma_params {
   int tcp;                 /* 0: RPC-RDMA, 1: TCP */
   const char *provider;    /* libfabric provider, or NULL */
   unsigned port, mount_port, credits, nconnect, uid, gid;
+  const char *remote_addrs; /* multi-rail: server addresses, a~b (NULL: the export's host) */
+  const char *local_addrs;  /* local addresses to connect from, a~b (NULL: the route's) */
 };
 
 /* Returns NULL with a one-line reason in `err` on failure. */

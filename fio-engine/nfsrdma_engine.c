@@ -28,6 +28,8 @@ struct nfsrdma_options {
   unsigned int nfs_nconnect;
   unsigned int nfs_uid;
   unsigned int nfs_gid;
+  char *nfs_remoteaddrs;
+  char *nfs_localaddrs;
 };
 
 static struct fio_option options[] = {
@@ -55,6 +57,14 @@ static struct fio_option options[] = {
     {.name = "nfs_nconnect", .lname = "connections", .type = FIO_OPT_INT,
      .off1 = offsetof(struct nfsrdma_options, nfs_nconnect), .help = "Connections per job, 1 to 16, calls spread over them",
      .def = "1", .minval = 1, .maxval = 16, .category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID},
+    {.name = "nfs_remoteaddrs", .lname = "server addresses", .type = FIO_OPT_STR_STORE,
+     .off1 = offsetof(struct nfsrdma_options, nfs_remoteaddrs),
+     .help = "Multi-rail: server addresses a~b to spread the connections over (default: the export's host)",
+     .category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID},
+    {.name = "nfs_localaddrs", .lname = "local addresses", .type = FIO_OPT_STR_STORE,
+     .off1 = offsetof(struct nfsrdma_options, nfs_localaddrs),
+     .help = "Multi-rail: local addresses a~b to connect from, in turn (default: the route's)",
+     .category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID},
     {.name = "nfs_uid", .lname = "uid", .type = FIO_OPT_INT, .off1 = offsetof(struct nfsrdma_options, nfs_uid),
      .help = "AUTH_SYS uid", .def = "0", .category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID},
     {.name = "nfs_gid", .lname = "gid", .type = FIO_OPT_INT, .off1 = offsetof(struct nfsrdma_options, nfs_gid),
@@ -80,7 +90,8 @@ static int nfsrdma_init(struct thread_data *td) {
     return 1;
   }
   struct nfsrdma_params p = {o->nfs_export, (int)o->nfs_transport, o->nfs_provider, o->nfs_port, o->nfs_mount_port,
-                             o->nfs_credits, o->nfs_nconnect, o->nfs_uid, o->nfs_gid};
+                             o->nfs_credits, o->nfs_nconnect, o->nfs_uid, o->nfs_gid,
+                             o->nfs_remoteaddrs, o->nfs_localaddrs};
   ed = calloc(1, sizeof(*ed));
   ed->queued = calloc(td->o.iodepth, sizeof(struct io_u *));
   ed->events = calloc(td->o.iodepth, sizeof(struct io_u *));

@@ -1,6 +1,7 @@
 // client/core against the real server, over RPC-RDMA (tcp provider) and TCP:
 // mounting and its errors, data both ways, reconnect + retransmit when the
-// server dies under 64 calls in flight, and caller-driven progress (RDMA).
+// server dies under 64 calls in flight, a link that cannot connect beside
+// one that can (multi-rail), and caller-driven progress (RDMA).
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -164,6 +165,33 @@ TEST_P(ClientCore, ReconnectsAndRetransmitsWhenTheServerDies) {
   EXPECT_EQ(bad, 0);
   EXPECT_TRUE(got == data);
   EXPECT_GE(nfs.reconnects(), 1u);
+}
+
+// Multi-rail with one server address where nothing answers: the client
+// connects on the link that works, every call goes there, and the other
+// stays down, retried in the background.
+TEST_P(ClientCore, CarriesOnOverTheLinksThatWork) {
+  NfsClientOptions o = options(dir_.path());
+  o.remote_addrs = {test_server_host(), "127.0.0.9"};
+  auto c = NfsClient::connect(o);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  NfsClient& nfs = **c;
+  for (int i = 0; i < 20; ++i) {
+    auto r = nfs.call_sync<GETATTR3res>(Proc::GETATTR, FhArgs{nfs.root()});
+    ASSERT_TRUE(r.ok() && r->status == NFS3_OK) << i;
+  }
+  auto links = nfs.links();
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_TRUE(links[0].up);
+  EXPECT_FALSE(links[1].up);
+  EXPECT_EQ(links[1].remote, "127.0.0.9");
+  EXPECT_GE(links[0].calls, 20u);
+  EXPECT_EQ(links[1].calls, 0u);
+  // Both addresses unreachable: the mount fails, naming why.
+  o.remote_addrs = {"127.0.0.9", "127.0.0.10"};
+  auto none = NfsClient::connect(o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("127.0.0.9"), std::string::npos) << none.error().message;
 }
 
 // NfsClientOptions::caller_progress: replies wait for progress() and their

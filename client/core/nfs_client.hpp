@@ -2,15 +2,22 @@
 // and the fio engine: every procedure is call<Res>(proc, args, done), with the
 // transfer sizes RPC-over-RDMA needs worked out from the procedure.
 //
-// Theory of operation: each call is kept (encoded, with its xid) until its
-// reply arrives. A transport that fails, or a call older than `timeo`, makes
-// the maintenance thread reconnect (RDMA has no keep-alive: a timeout is the
-// only sign of a dead peer) and send every pending call again with its xid
-// unchanged, so the server's duplicate request cache answers retransmissions
-// of non-idempotent calls. hard (default): calls wait through outages; soft:
-// a call fails with ETIMEDOUT after `retrans` timeouts. Callbacks run on a
-// transport thread, or with `caller_progress` on the thread in progress();
-// spans in a result (READ data) live only during the callback.
+// Theory of operation: the client keeps several links (nconnect, spread over
+// the local and server addresses given: multi-rail), each one connection.
+// A call goes on the working link with the fewest calls in flight, and is
+// kept (encoded, with its xid) until its reply arrives. A link whose
+// transport fails, or with a call older than `timeo` (RDMA has no
+// keep-alive: a timeout is the only sign of a dead peer), is shut by the
+// maintenance thread; its calls go again, xid unchanged, on the links still
+// working (or wait for one), and it reconnects alone, backing off, and takes
+// calls again once it is back. Over one link, a retransmission reaches the
+// server's duplicate request cache; on another address the cache (keyed on
+// the client's address, as nfsd's) does not know it, which only matters for
+// a non-idempotent call the server had run. hard (default): calls wait
+// through outages; soft: a call fails with ETIMEDOUT after `retrans`
+// timeouts. Callbacks run on a transport thread, or with `caller_progress`
+// on the thread in progress(); spans in a result (READ data) live only
+// during the callback.
 //
 // Owners: a call belongs to the process CallOwner names on the thread that
 // makes it, and the calls its callback makes inherit that owner, so a chain
@@ -32,6 +39,7 @@
 #include <string>
 #include <thread>
 
+#include "lib/base/metrics.hpp"
 #include "lib/nfs3/nfs3_procs.hpp"
 #include "lib/rpc/rpc.hpp"
 #include "lib/rpc/transport.hpp"
@@ -49,6 +57,10 @@ struct NfsClientOptions {
   std::string provider;          // libfabric provider for rdma
   std::uint32_t credits = 128;   // most RDMA calls in flight we accept
   int nconnect = 1;              // connections to the server; calls are spread over them
+  // Multi-rail: connection i goes from local_addrs[i % L] to
+  // remote_addrs[i % R], and there are at least max(L, R) of them. Empty:
+  // `host`, from the address its route picks.
+  std::vector<std::string> remote_addrs, local_addrs;
   int timeo_ds = 600;            // mount.nfs units: tenths of a second
   int retrans = 2;
   bool hard = true;
@@ -75,6 +87,10 @@ class CallOwner {
   static thread_local std::uint32_t current_;
 };
 
+// "a~b~c" (the vendor multipath clients' separator: a comma ends the mount
+// option) as addresses, at most 16, none empty.
+Result<std::vector<std::string>> parse_address_list(const std::string& option, const std::string& value);
+
 struct Identity {
   std::uint32_t uid = 0, gid = 0;
   std::vector<std::uint32_t> groups;  // at most 16 are sent
@@ -94,6 +110,13 @@ class NfsClient {
   // Returns how many ran; 0 while the connection is being remade.
   std::size_t progress(int timeout_ms);
   std::uint64_t reconnects() const { return reconnects_; }
+  // Each link's state, for tests and logs.
+  struct LinkState {
+    std::string local, remote;
+    bool up = false;
+    std::uint64_t calls = 0;  // sent on it, resent ones included
+  };
+  std::vector<LinkState> links();
 
   // Ends every call of process `pid` with EINTR, and each it makes from now
   // until release_owner(pid). A cancelled call whose buffer the server could
@@ -176,6 +199,7 @@ class NfsClient {
     RawDone raw;  // any procedure
     ReadDone read;
     std::span<std::uint8_t> dest;  // READ: where the data goes
+    metrics::Counter* placed = nullptr;  // READ: its connection's received bytes
     WriteDone write;
     void operator()(Result<std::span<const std::uint8_t>> reply);
   };
@@ -186,7 +210,9 @@ class NfsClient {
     std::span<std::uint8_t> reply_payload;       // where READ data should land
     Sizes sizes;
     Done done;
-    std::uint64_t generation = 0;
+    bool sent = false;          // went out at least once (a resend counts as a retransmission)
+    int link = -1;              // the link it went out on; -1 while it waits for one
+    std::uint32_t via = 0;      // that link's connection (Link::connection) when it did
     std::chrono::steady_clock::time_point sent_at;
     int timeouts = 0;
   };
@@ -224,14 +250,15 @@ class NfsClient {
   std::pair<std::uint32_t, Buffer> start_call(nfs3::Proc proc, const Identity* as);
   void send(nfs3::Proc proc, std::uint32_t xid, Buffer message, Pending extra, Done done);
   void recycle_locked(Buffer b);
-  static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest, ReadDone& done);
+  static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
+                            metrics::Counter* placed, ReadDone& done);
   static void complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done);
   bool registered(const void* p, std::size_t n);
   // A call ready to go out; built under mu_, sent after it is released, since
   // a transport may run the reply callback from inside call().
   struct Outgoing {
     std::uint32_t xid;
-    std::uint64_t generation;
+    std::uint32_t via;
     Buffer message;
     std::shared_ptr<const std::vector<std::uint8_t>> payload;
     std::span<const std::uint8_t> payload_view;
@@ -239,13 +266,54 @@ class NfsClient {
     Sizes sizes;
     std::shared_ptr<rpc::ClientTransport> transport;
   };
+  // Puts `p` on the working link with the fewest calls in flight; none
+  // while every link is down (it is sent when one comes back).
   std::optional<Outgoing> prepare_locked(std::uint32_t xid, Pending& p);
   void transmit(const Outgoing& o);
-  void on_reply(std::uint32_t xid, std::uint32_t generation, Result<std::span<const std::uint8_t>> reply);
+  void on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<const std::uint8_t>> reply);
+
+  // One connection of the mount, by addresses; its transport while it works.
+  // Per connection index, shared by every client in the process (fio jobs).
+  struct LinkSeries {
+    metrics::Counter* calls;
+    metrics::Counter* sent;
+    metrics::Counter* received;
+    metrics::Gauge* up;
+  };
+  struct Link {
+    std::string local, remote;  // local empty: the route's
+    std::shared_ptr<rpc::ClientTransport> transport;  // null while down
+    std::uint32_t connection = 0;  // which transport: unique in the client, so late replies are known
+    bool failing = false;          // to be shut by the maintenance thread
+    bool closing = false;          // being shut: its calls wait, it is not reconnected yet
+    std::uint32_t in_flight = 0;
+    int attempts = 0;              // connects failed since it went down
+    std::chrono::steady_clock::time_point retry_at;
+    // Calls ended (cancelled, or a soft mount's timeout) whose buffers this
+    // connection could still reach: answered with their error once it is shut.
+    std::vector<std::pair<Done, Error>> parked;
+    std::uint64_t calls = 0;
+    LinkSeries series{};
+    std::string name() const;
+  };
   using Transports = std::vector<std::shared_ptr<rpc::ClientTransport>>;
-  // options_.nconnect connections, each with `regions` registered.
-  Result<Transports> make_transports(const std::vector<std::span<std::uint8_t>>& regions);
+  // A transport for `link`, with `regions` registered.
+  Result<std::shared_ptr<rpc::ClientTransport>> make_transport(const Link& link,
+                                                               const std::vector<std::span<std::uint8_t>>& regions);
+  void link_up_locked(Link& link, std::shared_ptr<rpc::ClientTransport> t, std::size_t registered);
+  void fail_link_locked(Link& link, const std::string& why);
+  void leave_link_locked(Pending& p);  // p no longer counts as in flight on its link
+  // Ends `p` with `e`: into `ended` to be answered once mu_ is released, or
+  // parked on its link when memory of the caller's is open to the server there.
+  void end_locked(Pending& p, Error e, std::vector<std::pair<Done, Error>>& ended);
+  // Sends the calls waiting for a link; after mu_ is released.
+  std::vector<Outgoing> place_waiting_locked();
+  // Timeouts and failed links (shut, their calls sent again elsewhere); and,
+  // on a thread of its own so that a slow connect delays neither, links
+  // brought back.
   void maintenance_loop();
+  void shut_failed_links(std::unique_lock<std::mutex>& lk);
+  void reconnect_loop();
 
   NfsClientOptions options_;
   nfs3::nfs_fh3 root_;
@@ -255,22 +323,21 @@ class NfsClient {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  Transports transports_;  // empty while reconnecting
-  // transports_ as progress() takes it (a reference, not a copy per call); null while reconnecting.
+  std::vector<Link> links_;  // fixed at connect
+  // The working links' transports as progress() takes them (a reference,
+  // not a copy per call); remade when a link goes down or comes back.
   std::shared_ptr<const Transports> progressing_;
-  std::size_t next_transport_ = 0;
-  std::size_t next_progress_ = 0;  // nconnect: the connection progress() blocks on next
-  std::uint64_t generation_ = 0;
-  bool reconnect_wanted_ = false;
+  std::size_t next_link_ = 0;      // ties between links go in turn
+  std::size_t next_progress_ = 0;  // the connection progress() blocks on next
+  std::uint32_t connections_ = 0;  // transports made, for Link::connection
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint32_t> cancelled_;  // owners whose calls fail at once (cancel_calls_of)
-  std::vector<Done> parked_;  // cancelled, answered once the connections they were sent on are shut
   std::vector<Buffer> spare_;  // at most kSpareBuffers
   std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};
   std::atomic<bool> stopping_{false};
-  std::thread maintenance_;
+  std::thread maintenance_, reconnector_;
 };
 
 template <class Args>

@@ -33,6 +33,12 @@ struct Option {
 };
 
 Result<void> ok() { return {}; }
+Result<void> addresses(const char* key, std::string_view v, std::vector<std::string>& out) {
+  auto a = client::parse_address_list(key, std::string(v));
+  if (!a) return a.error();
+  out = std::move(*a);
+  return {};
+}
 Result<void> fuse_arg(MountOptions& o, std::string_view name) {
   o.fuse_args.emplace_back(name);
   return {};
@@ -43,6 +49,8 @@ void locks(MountOptions& o, bool posix, bool flock) {
 }
 
 #define NUMBER(name, field, lo, hi) [](MountOptions& o, std::string_view v) { return number(name, v, field, lo, hi); }
+#define ADDRESSES(name, field) \
+  [](MountOptions& o, std::string_view v) { return addresses(name, v, field); }
 #define SET(...) []([[maybe_unused]] MountOptions& o, std::string_view) { __VA_ARGS__; return ok(); }
 constexpr std::string_view kVfs = "mount(8)'s meaning: flags of the mount point, kept by the kernel's VFS";
 #define VFS(name) {{name, kVfs}, [](MountOptions& o, std::string_view) { return fuse_arg(o, name); }}
@@ -149,6 +157,10 @@ const Option kOptions[] = {
     {{"intr", "no effect, as on Linux since 2.6.25: a waiting call yields to SIGKILL"}, SET()},
     {{"nointr", "no effect, as on Linux since 2.6.25: a waiting call yields to SIGKILL"}, SET()},
     {{"nconnect=N", "connections to the server, 1 to 16 (default 1); calls are spread over them"}, NUMBER("nconnect", o.nfs.nconnect, 1, 16)},
+    {{"remoteaddrs=A~B", "server addresses to spread the connections over (multi-rail; default: the host)"},
+     ADDRESSES("remoteaddrs", o.nfs.remote_addrs)},
+    {{"localaddrs=A~B", "local addresses (each on its own NIC) to connect from, in turn (multi-rail)"},
+     ADDRESSES("localaddrs", o.nfs.local_addrs)},
     {{"provider=NAME", "libfabric provider for RDMA: verbs, tcp or sockets (default: verbs if a verbs device exists, else tcp)"},
      [](MountOptions& o, std::string_view v) -> Result<void> {
        o.nfs.provider = std::string(v);
@@ -176,6 +188,7 @@ const Option kOptions[] = {
 };
 
 #undef NUMBER
+#undef ADDRESSES
 #undef SET
 #undef VFS
 #undef ATIME
@@ -288,6 +301,13 @@ std::string describe(const MountOptions& o) {
   s += std::string(",local_lock=") + kLocal[(o.local_posix_locks ? 2 : 0) + (o.local_flock_locks ? 1 : 0)];
   s += o.nfs.resvport ? "" : ",noresvport";
   if (o.nfs.nconnect > 1) s += ",nconnect=" + std::to_string(o.nfs.nconnect);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& a : v) out += (out.empty() ? "" : "~") + a;
+    return out;
+  };
+  if (!o.nfs.remote_addrs.empty()) s += ",remoteaddrs=" + list(o.nfs.remote_addrs);
+  if (!o.nfs.local_addrs.empty()) s += ",localaddrs=" + list(o.nfs.local_addrs);
   return s;
 }
 

@@ -44,6 +44,24 @@ TEST(MountOptions, ParsesNfsOptions) {
   EXPECT_EQ(o->fuse_args, std::vector<std::string>{"allow_other"});
 }
 
+TEST(MountOptions, MultiRailAddressListsAreTildeSeparated) {
+  auto o = parse_mount("h:/e", "remoteaddrs=10.0.0.1~10.0.1.1,localaddrs=10.0.0.2~10.0.1.2,nconnect=4");
+  ASSERT_TRUE(o.ok()) << o.error().describe();
+  EXPECT_EQ(o->nfs.remote_addrs, (std::vector<std::string>{"10.0.0.1", "10.0.1.1"}));
+  EXPECT_EQ(o->nfs.local_addrs, (std::vector<std::string>{"10.0.0.2", "10.0.1.2"}));
+  EXPECT_NE(describe(*o).find(",nconnect=4,remoteaddrs=10.0.0.1~10.0.1.1,localaddrs=10.0.0.2~10.0.1.2"),
+            std::string::npos)
+      << describe(*o);
+  std::string seventeen = "remoteaddrs=1";
+  for (int i = 0; i < 16; ++i) seventeen += "~1";
+  for (const auto& [opts, says] : {std::pair{"remoteaddrs=a~~b", "empty address"}, std::pair{"localaddrs=a~", "empty"},
+                                   std::pair{seventeen.c_str(), "at most 16"}}) {
+    auto bad = parse_mount("h:/e", opts);
+    ASSERT_FALSE(bad.ok()) << opts;
+    EXPECT_NE(bad.error().message.find(says), std::string::npos) << bad.error().message;
+  }
+}
+
 TEST(MountOptions, AcceptsWhatMountAdds) {
   EXPECT_TRUE(parse_mount("h:/e", "rw,dev,suid,exec,_netdev,defaults,nofail,noatime,x-systemd.automount").ok());
 }

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <rdma/fi_errno.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -75,9 +76,35 @@ Info::~Info() {
 }
 
 namespace {
+// A numeric local address as the hints' source, which fi_freeinfo frees.
+Result<void> set_source(fi_info* hints, const std::string& source) {
+  sockaddr_storage ss{};
+  std::size_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, source.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    len = sizeof *v4;
+    hints->addr_format = FI_SOCKADDR_IN;
+  } else if (::inet_pton(AF_INET6, source.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    len = sizeof *v6;
+    hints->addr_format = FI_SOCKADDR_IN6;
+  } else {
+    return Error{ErrorDomain::config, EINVAL, Action::fail, "local address '" + source + "' is not an IP address"};
+  }
+  hints->src_addr = std::malloc(len);
+  std::memcpy(hints->src_addr, &ss, len);
+  hints->src_addrlen = len;
+  return {};
+}
+
 Result<Info> get_info_sized(const std::string& provider, const std::string& node, const std::string& service,
-                            bool passive, std::size_t queue_depth, std::uint64_t msg_order) {
+                            bool passive, std::size_t queue_depth, std::uint64_t msg_order, const std::string& source) {
   Info hints(fi_allocinfo());
+  if (!source.empty()) {
+    if (auto r = set_source(hints.get(), source); !r) return r.error();
+  }
   hints->tx_attr->size = queue_depth;
   hints->tx_attr->msg_order = msg_order;
   hints->rx_attr->size = queue_depth;
@@ -97,9 +124,10 @@ Result<Info> get_info_sized(const std::string& provider, const std::string& node
                       passive ? FI_SOURCE : 0, hints.get(), &out);
   if (rc != 0) {
     Error e = fabric_error(rc, "libfabric provider '" + provider + "' for " + (node.empty() ? "*" : node) + ":" +
-                                   service);
+                                   service + (source.empty() ? "" : " from " + source));
     if (rc == -FI_ENODATA) e.message = "libfabric provider '" + provider + "' is not available here" +
-                                       (node.empty() ? std::string() : " for " + node);
+                                       (node.empty() ? std::string() : " for " + node) +
+                                       (source.empty() ? std::string() : " from " + source);
     return e;
   }
   return Info(out);
@@ -107,15 +135,15 @@ Result<Info> get_info_sized(const std::string& provider, const std::string& node
 }  // namespace
 
 Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
-                      bool passive) {
+                      bool passive, const std::string& source) {
   // Queues deep enough for 1024 credits' receives and their replies' Sends
   // and RMA, where the device allows; else the provider's defaults (verbs
   // gives 384 unless asked, and refuses more than the device has). Sends
   // ordered after RDMA Writes where the provider has it (verbs, tcp), so a
   // reply can be posted right behind its data (Endpoint::orders_send_after_write).
   for (std::uint64_t order : {std::uint64_t{FI_ORDER_SAW}, std::uint64_t{0}}) {
-    auto r = get_info_sized(provider, node, service, passive, kQueueDepth, order);
-    if (!r && r.error().code == FI_ENODATA) r = get_info_sized(provider, node, service, passive, 0, order);
+    auto r = get_info_sized(provider, node, service, passive, kQueueDepth, order, source);
+    if (!r && r.error().code == FI_ENODATA) r = get_info_sized(provider, node, service, passive, 0, order, source);
     if (r || r.error().code != FI_ENODATA || order == 0) return r;
   }
   return Error{ErrorDomain::fabric, FI_ENODATA, Action::fail, "unreachable"};

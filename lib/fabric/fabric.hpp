@@ -58,8 +58,10 @@ class Info {
 
 // Resolves `node`:`service` on a provider for a connected (FI_EP_MSG)
 // endpoint with messages and RMA. `passive`: the address to listen on.
+// `source`: a client's local IP address to connect from (empty: the route's),
+// which picks the device where several carry routes to the peer.
 Result<Info> get_info(const std::string& provider, const std::string& node, const std::string& service,
-                      bool passive);
+                      bool passive, const std::string& source = {});
 
 // Space a provider may use in each operation's context (FI_CONTEXT/FI_CONTEXT2
 // mode): operation contexts begin with one of these.

@@ -185,6 +185,71 @@ big_transfers() {
   rm -rf /srv/ours/big4
 }
 
+# Multi-rail on soft-RoCE: nfsrdma-fuse over two links (rxe1 -> rxe0 and
+# rxe3 -> rxe2), the second cut for 4 s during a verified write; the calls
+# per connection (the mount's metrics) and the packets each client device
+# sent (rxe's counters) before, during and after. Then the fio engine over
+# the same two links, verified, with both devices carrying it. The cut drops
+# every packet both ways (netem), as a dead cable or switch port does: taking
+# a veth down and up instead leaves 6.1's rxe unable to set up any new
+# connection on that device for over a minute once a queue pair died with
+# work in flight (perftest alone shows it), so the link could not come back.
+rail_calls() { curl -sf http://127.0.0.1:9310/metrics |
+  awk -v c="connection=\"$1\"" '$1 ~ /^nfsrdma_client_connection_calls_total\{/ && index($1, c) {print $2}'; }
+rail_up() { curl -sf http://127.0.0.1:9310/metrics |
+  awk -v c="connection=\"$1\"" '$1 ~ /^nfsrdma_client_connection_up\{/ && index($1, c) {print $2}'; }
+sent_pkts() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts"; }
+multirail() {
+  modprobe sch_netem || die "no netem"
+  second_rail_up || die "no second link"
+  rdma link show | grep -q "rxe3.*ACTIVE" || die "rxe3 is not active"
+  # A server of its own: libfabric's verbs provider knows only the devices
+  # present when its process started, and rxe2 is new.
+  ("$SERVER" --provider verbs --port 2080 --mount-port 20088 --rdma-port 20089 --no-register --state-dir /tmp/state-mr \
+    --export "/srv/ours *(rw,no_root_squash)" >>"$RESULTS/server-mr.log" 2>&1 &)
+  answers 2080 || die "the multi-rail server did not start"
+  local rails="remoteaddrs=$SERVER_IP~$SERVER_IP2,localaddrs=$CLIENT_IP~$CLIENT_IP2"
+  fuse_mount /mnt/a "port=20089,mountport=20088,$rails,timeo=10,metrics=127.0.0.1:9310" /srv/ours || die "two-rail mount"
+  # 192 MiB at 16 MiB/s (12 s), every block checked when read back.
+  fio --name=rails --directory=/mnt/a --filename=rails --size=192M --bs=1M --rw=write --rate=16m \
+    --verify=crc32c --verify_fatal=1 --do_verify=1 >"$RESULTS/multirail-fio.log" 2>&1 &
+  local fio_pid=$! b0 b1 d0 d1 a0 a1 p1 p3 q1 q3
+  sleep 2
+  b0=$(rail_calls 0) b1=$(rail_calls 1) p1=$(sent_pkts rxe1) p3=$(sent_pkts rxe3)
+  tc qdisc add dev v3 root netem loss 100% && tc qdisc add dev v2 root netem loss 100% || die "netem"
+  sleep 4
+  d0=$(rail_calls 0) d1=$(rail_calls 1) q1=$(sent_pkts rxe1) q3=$(sent_pkts rxe3)
+  tc qdisc del dev v3 root && tc qdisc del dev v2 root || die "netem removal"
+  local i
+  for i in $(seq 150); do [ "$(rail_up 1)" = 1 ] && break; sleep 0.1; done
+  [ "$(rail_up 1)" = 1 ] || { tail -20 /var/log/nfsrdma-fuse.log; die "the cut link did not come back within 15 s"; }
+  sleep 2
+  a0=$(rail_calls 0) a1=$(rail_calls 1)
+  wait "$fio_pid" || { tail -20 "$RESULTS/multirail-fio.log"; die "the verified write failed across the link loss"; }
+  grep -q "err= 0" "$RESULTS/multirail-fio.log" || die "fio reported errors"
+  cmp /mnt/a/rails /srv/ours/rails || die "the file differs on the server"
+  echo "figure: calls per link (rxe1, rxe3): before the cut $b0, $b1; while rxe3's link was cut +$((d0 - b0)), +$((d1 - b1)); after it came back +$((a0 - d0)), +$((a1 - d1))"
+  echo "figure: packets sent while cut: rxe1 +$((q1 - p1)), rxe3 +$((q3 - p3))"
+  grep "connection 10.99.1.2\|reconnected 10.99.1.2" /var/log/nfsrdma-fuse.log | tail -4
+  [ "$b0" -gt 0 ] && [ "$b1" -gt 0 ] || die "both links did not carry calls before the cut"
+  [ $((d0 - b0)) -gt 10 ] || die "rxe1 did not carry the calls while rxe3's link was cut"
+  [ $((d1 - b1)) -le 16 ] || die "rxe3 carried $((d1 - b1)) calls while cut"
+  [ $((a0 - d0)) -gt 0 ] && [ $((a1 - d1)) -gt 0 ] || die "both links did not carry calls after rxe3 came back"
+  umount /mnt/a
+  rm -f /srv/ours/rails
+  p1=$(sent_pkts rxe1) p3=$(sent_pkts rxe3)
+  cd /tmp && fio --name=rails --ioengine="external:$ENGINE" --nfs_export="$SERVER_IP:/srv/ours" --nfs_provider=verbs \
+    --nfs_port=20089 --nfs_mount_port=20088 --nfs_nconnect=2 --nfs_remoteaddrs="$SERVER_IP~$SERVER_IP2" \
+    --nfs_localaddrs="$CLIENT_IP~$CLIENT_IP2" --filename=engine-rails --size=32M --bs=64k --iodepth=8 --rw=write \
+    --verify=crc32c --verify_fatal=1 --do_verify=1 >"$RESULTS/multirail-engine.log" 2>&1 || die "the fio engine over two links"
+  q1=$(sent_pkts rxe1) q3=$(sent_pkts rxe3)
+  echo "figure: the fio engine over two links, 32 MiB verified: rxe1 sent $((q1 - p1)) packets, rxe3 $((q3 - p3))"
+  [ $((q1 - p1)) -gt 1000 ] && [ $((q3 - p3)) -gt 1000 ] || die "the engine did not use both links"
+  rm -f /srv/ours/engine-rails
+  pkill -f "nfsrdma-server --provider verbs --port 2080"
+  second_rail_down
+}
+
 own_suite() {  # the project's RDMA gtest binary NAME on verbs
   cd /tmp || return 1
   TMPDIR=/srv/scratch NFSRDMA_TEST_PROVIDER=verbs NFSRDMA_TEST_SERVER=$SERVER_IP NFSRDMA_TEST_CLIENT=$CLIENT_IP NFSRDMA_SERVER=$SERVER \
@@ -440,6 +505,7 @@ cell fuse_verbs_locks_on_kernel fuse_locks_on_kernel
 cell tshark_rpcrdma tshark_decodes
 cell bench_tools_verbs bench_tools
 cell verbs_4mib_transfers big_transfers
+cell verbs_multirail multirail
 for t in rdma client_core rdma_hostile rdma_client_hostile alloc; do cell "verbs_$t" own_suite $t; done
 ulimit -l unlimited  # siw charges registrations to RLIMIT_MEMLOCK, root or not
 cell iwarp_devices iwarp_up

@@ -95,6 +95,9 @@ echo "ok: registered memory is bounded: the server's payload buffers, the client
 python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" >"$WORK/stat" || fail "nfsrdma-stat"
 grep -Eq '^write: +[0-9.]+ +8192\.0 ' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no 8 MiB written"; }
 grep -Eq '^COMMIT +[1-9]' "$WORK/stat" || { cat "$WORK/stat"; fail "nfsrdma-stat: no COMMIT row"; }
+# The mount's one connection: working, with the 8 MiB written among its bytes sent.
+awk '$1 == "0" && $2 == "any" && $4 == "127.0.0.1" && $5 == 1 && $6 > 8 && $7 >= 8192 {ok = 1} END {exit !ok}' "$WORK/stat" ||
+  { cat "$WORK/stat"; fail "nfsrdma-stat: no row for the mount's connection"; }
 # An interval report counts what happened in the interval only: nothing on
 # an idle mount, then exactly the 20 LOOKUPs of missing names made in it.
 python3 "$SRC/tools/nfsrdma-stat" "127.0.0.1:$CMET" 0.5 1 >"$WORK/stat2" || fail "nfsrdma-stat interval report"

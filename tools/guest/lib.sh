@@ -1,4 +1,5 @@
-# Sourced inside the guest: two soft-RDMA "hosts" joined by one veth link.
+# Sourced inside the guest: two soft-RDMA "hosts" joined by one veth link
+# (a second one for the multi-rail cell: second_rail_up).
 #   server side: v0 $SERVER_IP, rxe0      client side: v1 $CLIENT_IP, rxe1
 # (soft-RoCE), or siw0 and siw1 (soft-iWARP) after `rdma_devices siw`.
 # Both ends stay in the initial network namespace, because 6.1's rdma_rxe
@@ -50,6 +51,35 @@ rdma_net_up() {
   ip rule add pref 100 iif lo to "$SERVER_IP/32" lookup 101
   ip rule add pref 101 iif lo to "$CLIENT_IP/32" lookup 102
   rdma_devices rxe
+}
+
+# second_rail_up: a second link beside the first, for multi-rail: v2
+# $SERVER_IP2 (rxe2) and v3 $CLIENT_IP2 (rxe3), routed as the first.
+# second_rail_down removes it.
+SERVER_IP2=10.99.1.1 CLIENT_IP2=10.99.1.2
+second_rail_up() {
+  ip link add v2 type veth peer name v3 || return 1
+  ip addr add "$SERVER_IP2/24" dev v2
+  ip addr add "$CLIENT_IP2/24" dev v3
+  local i
+  for i in v2 v3; do sysctl -qw "net.ipv4.conf.$i.accept_local=1" "net.ipv4.conf.$i.rp_filter=0"; done
+  ip link set v2 mtu 9000 up && ip link set v3 mtu 9000 up
+  echo 1 >/sys/class/net/v2/queues/rx-0/rps_cpus
+  echo 1 >/sys/class/net/v3/queues/rx-0/rps_cpus
+  second_rail_routes
+  ip rule add pref 102 iif lo to "$SERVER_IP2/32" lookup 103
+  ip rule add pref 103 iif lo to "$CLIENT_IP2/32" lookup 104
+  rdma link add rxe2 type rxe netdev v2 && rdma link add rxe3 type rxe netdev v3
+}
+# Taking a link down drops the routes through it; these put them back.
+second_rail_routes() {
+  ip route replace "$SERVER_IP2/32" dev v3 src "$CLIENT_IP2" table 103
+  ip route replace "$CLIENT_IP2/32" dev v2 src "$SERVER_IP2" table 104
+}
+second_rail_down() {
+  rdma link delete rxe2; rdma link delete rxe3
+  ip rule del pref 102; ip rule del pref 103
+  ip link del v2
 }
 
 # rdma_devices rxe|siw: the veth ends' RDMA devices become soft-RoCE or

@@ -48,7 +48,7 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
   auto prov = fabric::choose_provider(options.provider);
   if (!prov) return prov.error();
   c->provider_ = *prov;
-  auto info = fabric::get_info(c->provider_, host, std::to_string(port), false);
+  auto info = fabric::get_info(c->provider_, host, std::to_string(port), false, options.source_address);
   if (!info) return info.error();
   // A domain of our own: the only memory a server can reach is this connection's buffers.
   auto domain = fabric::Domain::open(info->get());

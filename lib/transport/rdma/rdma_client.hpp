@@ -38,6 +38,7 @@ struct RdmaClientOptions {
   std::size_t bounce_slots = 48;
   std::size_t bounce_bytes = (1u << 20) + 64 * 1024;
   int connect_timeout_ms = 5000;
+  std::string source_address;  // the local IP address to connect from (empty: the route's)
   // No progress thread: the owner calls progress() (rpc::ClientTransport),
   // and reply handlers run on its thread (the fio engine's getevents).
   bool caller_progress = false;

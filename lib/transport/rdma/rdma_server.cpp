@@ -106,7 +106,10 @@ void RdmaServer::accept_loop() {
       next_expiry = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     }
     if (!req) {
-      spdlog::warn("rdma: listening failed: {}", req.error().describe());
+      // A request the provider could not describe: libfabric's verbs
+      // provider knows only the devices present when this process started.
+      NFSRDMA_LOG_LIMITED(warn, "rdma: a connection request failed: {}{}", req.error().describe(),
+                          req.error().code == FI_ENODATA ? " (an RDMA device added since the server started? restart it)" : "");
       continue;
     }
     if (!*req) continue;
