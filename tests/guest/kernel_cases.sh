@@ -428,8 +428,9 @@ nconnect4() {
 capture() {  # NAME: runs "traffic_NAME" under dumpcap into $RESULTS/NAME.pcapng
   local pcap=$RESULTS/$1.pcapng
   dumpcap -q -i v0 -f "udp port 4791" -w "$pcap" 2>/dev/null &
-  local dp=$!
-  sleep 2
+  local dp=$! i
+  # Capturing once the file has its header.
+  for i in $(seq 50); do [ -s "$pcap" ] && break; sleep 0.1; done
   "traffic_$1"
   local rc=$?
   sleep 1

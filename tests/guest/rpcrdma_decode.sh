@@ -8,30 +8,27 @@
 # READ reply whose data came in a Write chunk, whoever sends it).
 set -uo pipefail
 server=${SERVER_IP:-10.99.0.1}
-summary() {  # PCAP -> "key=value ..." on one line
-  tshark -r "$1" -Y rpcordma -T fields -E occurrence=f -e ip.src -e rpcordma.msg_type -e rpcordma.reads_count \
-    -e rpcordma.writes_count -e rpcordma.reply_count 2>/dev/null |
-    awk -v s="$server" '
-      { dir = ($1 == s) ? "reply" : "call"; n[dir]++
+summary() {  # PCAP -> "key=value ..." on one line, from one tshark pass (each costs seconds under TCG)
+  tshark -r "$1" -T fields -E occurrence=f -E separator=/t -e ip.src -e rpcordma.msg_type -e rpcordma.reads_count \
+    -e rpcordma.writes_count -e rpcordma.reply_count -e _ws.malformed -e rpc.msgtyp -e nfs.procedure_v3 2>/dev/null |
+    awk -F '\t' -v s="$server" '
+      { frames++
+        if ($6 != "") { bad++; if ($7 == 1 && $8 == 6) bad_read++ }
+        if ($2 == "") next
+        dir = ($1 == s) ? "reply" : "call"; n[dir]++
         if ($2 == 1) nomsg[dir]++; if ($2 == 4) err++
         if ($3 > 0) rd[dir]++; if ($4 > 0) wr[dir]++; if ($5 > 0) rp[dir]++ }
       END { printf "calls=%d replies=%d nomsg_calls=%d nomsg_replies=%d errors=%d read_chunk_calls=%d " \
-                   "write_chunk_calls=%d reply_chunk_calls=%d write_chunk_replies=%d reply_chunk_replies=%d\n",
+                   "write_chunk_calls=%d reply_chunk_calls=%d write_chunk_replies=%d reply_chunk_replies=%d " \
+                   "malformed=%d malformed_read_replies=%d frames=%d\n",
                    n["call"], n["reply"], nomsg["call"], nomsg["reply"], err, rd["call"], wr["call"], rp["call"],
-                   wr["reply"], rp["reply"] }'
-}
-malformed() {  # PCAP -> "total read_replies"
-  local all rr
-  all=$(tshark -r "$1" -Y _ws.malformed 2>/dev/null | wc -l)
-  rr=$(tshark -r "$1" -Y '_ws.malformed && rpc.msgtyp == 1 && nfs.procedure_v3 == 6' 2>/dev/null | wc -l)
-  echo "$all $rr"
+                   wr["reply"], rp["reply"], bad, bad_read, frames }'
 }
 get() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 ours=$(summary "$1") kernel=$(summary "$2")
-read -r om orr <<<"$(malformed "$1")"
-read -r km krr <<<"$(malformed "$2")"
-echo "figure: ours   $ours malformed=$om (READ replies: $orr) frames=$(tshark -r "$1" 2>/dev/null | wc -l)"
-echo "figure: kernel $kernel malformed=$km (READ replies: $krr) frames=$(tshark -r "$2" 2>/dev/null | wc -l)"
+om=$(get malformed "$ours") orr=$(get malformed_read_replies "$ours") krr=$(get malformed_read_replies "$kernel")
+echo "figure: ours   $ours"
+echo "figure: kernel $kernel"
 rc=0
 for k in calls replies read_chunk_calls write_chunk_calls reply_chunk_calls write_chunk_replies nomsg_replies; do
   [ "$(get $k "$ours")" -gt 0 ] 2>/dev/null || { echo "ours: no $k decoded"; rc=1; }
