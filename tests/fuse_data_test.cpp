@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -191,6 +192,74 @@ TEST_P(FuseMount, MountErrorsAreOneLineAndNothingIsMounted) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
     EXPECT_TRUE(std::filesystem::is_empty(where.path()));
   }
+}
+
+// Small files cost the calls the kernel client makes for them: a create,
+// write and close is CREATE, SETATTR (the mode, after an exclusive create),
+// one FILE_SYNC WRITE and no COMMIT; opening and reading one is ACCESS and
+// READ; a rename or a remove is that call alone. The GETATTR the kernel asks
+// after each change (FUSE drops its copy of the attributes) is answered from
+// what the change's reply brought. (The LOOKUP of a new name is FUSE's: it
+// asks before every create.)
+TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {
+  const std::uint16_t port = free_port();
+  remount("metrics=127.0.0.1:" + std::to_string(port));
+  ASSERT_EQ(::mkdir(m("small").c_str(), 0755), 0);
+  const std::vector<const char*> procs = {"LOOKUP", "CREATE", "SETATTR", "WRITE", "COMMIT", "GETATTR",
+                                          "ACCESS", "READ", "RENAME", "REMOVE"};
+  std::map<std::string, double> before;
+  auto delta = [&] {
+    std::string s = scrape(port);
+    std::map<std::string, double> d;
+    for (const char* p : procs) {
+      double v = metric(s, std::string("nfsrdma_client_calls_total{proc=\"") + p + "\"}");
+      d[p] = v - before[p];
+      before[p] = v;
+    }
+    return d;
+  };
+  delta();
+  constexpr int kFiles = 40;
+  const std::string data(100, 'x');
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(m("small/f" + std::to_string(i)).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), 100);
+    ASSERT_EQ(::close(fd), 0);
+  }
+  auto made = delta();
+  EXPECT_EQ(made["CREATE"], kFiles);
+  EXPECT_EQ(made["SETATTR"], kFiles);
+  EXPECT_EQ(made["WRITE"], kFiles);
+  EXPECT_EQ(made["COMMIT"], 0) << "a file that fits one WRITE is written FILE_SYNC, with no COMMIT";
+  EXPECT_LE(made["GETATTR"], 2);
+  for (int i = 0; i < kFiles; ++i) {
+    char buf[200];
+    int fd = ::open(m("small/f" + std::to_string(i)).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::read(fd, buf, sizeof buf), 100);
+    ::close(fd);
+  }
+  auto read = delta();
+  EXPECT_EQ(read["ACCESS"], kFiles);
+  EXPECT_EQ(read["READ"], kFiles);
+  EXPECT_LE(read["GETATTR"], 2) << "the open's ACCESS brought the attributes";
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(::rename(m("small/f" + std::to_string(i)).c_str(), m("small/g" + std::to_string(i)).c_str()), 0);
+  }
+  for (int i = 0; i < kFiles; ++i) ASSERT_EQ(::unlink(m("small/g" + std::to_string(i)).c_str()), 0);
+  auto gone = delta();
+  EXPECT_EQ(gone["RENAME"], kFiles);
+  EXPECT_EQ(gone["REMOVE"], kFiles);
+  EXPECT_LE(gone["GETATTR"], 2);
+  // What the cache answered is what the server has.
+  struct stat st {};
+  ASSERT_EQ(::stat(m("small").c_str(), &st), 0);
+  struct stat direct {};
+  ASSERT_EQ(::stat(e("small").c_str(), &direct), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, direct.st_mtim.tv_sec);
+  EXPECT_EQ(st.st_mtim.tv_nsec, direct.st_mtim.tv_nsec);
+  EXPECT_EQ(st.st_nlink, direct.st_nlink);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);

@@ -68,7 +68,9 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
                                  fs->options_.nfs.resvport};
     // A lost lock's file: its cached pages go, so reads come to fs_read and fail.
     lo.on_lost = [f = fs.get()](const nfs3::nfs_fh3& fh) {
-      if (auto n = f->nodes_->find(fh); n && f->se_) fuse_lowlevel_notify_inval_inode(f->se_, n->ino, 0, 0);
+      auto n = f->nodes_->find(fh);
+      if (n) n->forget_attrs();
+      if (n && f->se_) fuse_lowlevel_notify_inval_inode(f->se_, n->ino, 0, 0);
     };
     fs->locks_ = std::make_unique<client::LockClient>(std::move(lo));
   }
@@ -217,10 +219,20 @@ void Filesystem::invalidate_entries(std::stop_token stop) {
 }
 
 void Filesystem::getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n) {
-  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n](Result<GETATTR3res> r) {
+  using seconds = std::chrono::seconds;
+  const seconds file_age(options_.noac ? 0 : options_.acregmin_s), dir_age(options_.noac ? 0 : options_.acdirmin_s);
+  if (auto a = n->recent_attrs(attrs_epoch_, file_age, dir_age)) return reply_attr(req, n, *a);
+  const std::uint64_t epoch = attrs_epoch_;
+  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, epoch](Result<GETATTR3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    n->remember_attrs(r->obj_attributes, epoch);
     reply_attr(req, n, r->obj_attributes);
   }, nullptr);
+}
+
+void Filesystem::remember_attrs(const nfs_fh3& fh, const post_op_attr& a) {
+  if (!a) return;
+  if (auto n = nodes_->find(fh)) n->remember_attrs(*a, attrs_epoch_);
 }
 
 client::Identity caller(fuse_req_t req) {

@@ -112,7 +112,15 @@ class Filesystem {
   // which an operation waiting on this process may hold.
   void drop_entry_later(fuse_ino_t ino);
   void invalidate_entries(std::stop_token stop);
+  // GETATTR, answered from the node's recent attributes (Node::recent_attrs)
+  // when a reply brought them within acregmin or acdirmin (never with noac).
   void getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n);
+  // Node::remember_attrs for the node of `fh`, if the kernel knows it.
+  void remember_attrs(const nfs3::nfs_fh3& fh, const nfs3::post_op_attr& a);
+  // A change that touches nodes it does not name (REMOVE, RENAME, LINK, or
+  // the hidden name of an open file) is sent, or answered: every node's
+  // recent attributes may be stale.
+  void others_changed() { ++attrs_epoch_; }
   void read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
                   const client::Identity& who);
   // An open file: I/O goes out with the opener's identity, as the kernel NFS
@@ -167,6 +175,7 @@ class Filesystem {
   std::atomic<bool> readdirplus_;  // nordirplus, or cleared when the server answers NOTSUPP
   std::atomic<int> open_files_{0};          // opens counted by track_open, mount-wide
   std::atomic<std::uint32_t> hidden_seq_{0};  // makes each hidden name new
+  std::atomic<std::uint64_t> attrs_epoch_{0};  // others_changed
   fuse_session* se_ = nullptr;
   std::mutex drop_mu_;
   std::condition_variable_any drop_cv_;

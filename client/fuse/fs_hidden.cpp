@@ -36,7 +36,9 @@ void Filesystem::closed_file(OpenFile& f) {
   client::CallOwner nobody(0);
   // ORDER: data still on its way lands before its file goes.
   writes_->drain(f.node, [this, gone = std::move(*gone)] {
-    nfs_->call<WccRes>(Proc::REMOVE, diropargs3{gone.dir, gone.name}, [name = gone.name](Result<WccRes> r) {
+    others_changed();
+    nfs_->call<WccRes>(Proc::REMOVE, diropargs3{gone.dir, gone.name}, [this, name = gone.name](Result<WccRes> r) {
+      others_changed();
       if (int e = failed(r); e != 0 && e != ENOENT) {
         spdlog::warn("nfs: could not remove {} after its last close: {}", name, std::strerror(e));
       }
@@ -60,7 +62,9 @@ void Filesystem::hide_if_open(const nfs_fh3& dir, const std::string& name, const
     std::uint64_t id = r->obj_attributes ? r->obj_attributes->fileid : n->ino;
     std::string hidden = fmt::format(".nfs{:016x}{:08x}", id, ++hidden_seq_);
     RENAME3args a{{dir, name}, {dir, hidden}};
+    others_changed();
     nfs_->call<RENAME3res>(Proc::RENAME, a, [this, n, dir, hidden, who, then](Result<RENAME3res> rr) {
+      others_changed();
       if (int e = failed(rr)) return then(false, e);
       bool closed_meanwhile;
       {
@@ -69,7 +73,10 @@ void Filesystem::hide_if_open(const nfs_fh3& dir, const std::string& name, const
         if (!closed_meanwhile) n->hidden = Node::Hidden{dir, hidden, who};
       }
       then(true, 0);
-      if (closed_meanwhile) nfs_->call<WccRes>(Proc::REMOVE, diropargs3{dir, hidden}, [](Result<WccRes>) {}, &who);
+      if (closed_meanwhile) {
+        others_changed();
+        nfs_->call<WccRes>(Proc::REMOVE, diropargs3{dir, hidden}, [this](Result<WccRes>) { others_changed(); }, &who);
+      }
     }, &who);
   }, &who);
 }

@@ -29,6 +29,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     bool keep = false;
     if (r->obj_attributes) {
       const fattr3& a = *r->obj_attributes;
+      n->remember_attrs(a, attrs_epoch_);  // the GETATTR that follows a dropped cache is answered from them
       std::lock_guard lk(n->cto_mu);
       keep = n->seen && n->seen_mtime == a.mtime && n->seen_ctime == a.ctime && n->seen_size == a.size;
       n->seen = true;
@@ -68,6 +69,7 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
     a.obj_attributes.mode = mode & 07777;
   }
   fi->fh = reinterpret_cast<std::uint64_t>(new OpenFile{who, nullptr, (fi->flags & O_ACCMODE) != O_RDONLY});
+  dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dir, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
     if (int e = failed(r)) {
@@ -107,6 +109,7 @@ void Filesystem::fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
 void Filesystem::read_chunk(fuse_req_t req, const std::shared_ptr<Node>& n, std::size_t size, off_t off,
                             const client::Identity& who) {
   std::uint8_t* buf = read_pool_->acquire();
+  n->forget_attrs();  // its atime
   nfs_->read(n->fh, static_cast<std::uint64_t>(off), {buf, size},
              [this, req, buf](Result<client::NfsClient::ReadResult> r) {
                if (!r || r->status != NFS3_OK) {

@@ -45,6 +45,7 @@ int Filesystem::set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client:
                        [req] { return fuse_req_interrupted(req) != 0; });
   // What others wrote before letting go must be read from the server now:
   // drop the cached pages and attributes (the size too).
+  if (e == 0) n->forget_attrs();  // the GETATTR that follows goes to the server
   if (e == 0 && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, 0, 0);
   return e;
 }

@@ -82,6 +82,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
     // ORDER: written data reaches the server before a truncate or chmod does.
     auto go = interrupts_->guard([this, req, n, a, who](int err) {
       if (err) return (void)fuse_reply_err(req, err);
+      n->forget_attrs();
       nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
@@ -93,8 +94,9 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
         if (sa.size) writes_->truncate(*n, *sa.size);  // before the size is reported
         // Who may search it changed: walks through it ask again (see the class comment).
         if (sa.mode || sa.uid || sa.gid) drop_entry_later(n->ino);
-        if (r->wcc.after) return reply_attr(req, n, *r->wcc.after);
-        getattr_then(req, n);
+        if (!r->wcc.after) return getattr_then(req, n);
+        n->remember_attrs(*r->wcc.after, attrs_epoch_);
+        reply_attr(req, n, *r->wcc.after);
       }, &who);
     });
     writes_->drain(n, [go] { go(0); });
@@ -122,6 +124,7 @@ void Filesystem::fs_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,
                                const CreateRes& res, fuse_file_info* fi) {
+  remember_attrs(dir->fh, res.dir_wcc.after);
   auto finish = [this, req, parent = dir->ino, name, fi = fi ? std::optional<fuse_file_info>(*fi) : std::nullopt](
                     const nfs_fh3& fh, const fattr3& a, const post_op_attr& da) {
     if (!fi) return reply_entry(req, fh, a, parent, name, da);
@@ -170,6 +173,7 @@ void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, m
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     reply_created(req, dir, nm, *r);
   };
+  dir->forget_attrs();
   if (S_ISREG(mode)) {
     CREATE3args a{{dir->fh, nm}, createmode3::GUARDED, {}, {}};
     a.obj_attributes.mode = mode & 07777;
@@ -194,6 +198,7 @@ void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, m
   auto who = caller(req);
   MKDIR3args a{{dir->fh, name}, {}};
   a.attributes.mode = mode & 07777;
+  dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     reply_created(req, dir, nm, *r);
@@ -205,6 +210,7 @@ void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t paren
   if (!dir) return;
   auto who = caller(req);
   SYMLINK3args a{{dir->fh, name}, {}, target};
+  dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     reply_created(req, dir, nm, *r);
@@ -215,8 +221,14 @@ void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, 
   auto dir = node(req, parent);
   if (!dir) return;
   auto who = caller(req);
-  auto remove = [this, req, proc, dh = dir->fh, nm = std::string(name), who] {
-    nfs_->call<WccRes>(proc, diropargs3{dh, nm}, [req](Result<WccRes> r) { fuse_reply_err(req, failed(r)); }, &who);
+  auto remove = [this, req, proc, dir, nm = std::string(name), who] {
+    others_changed();  // the file's nlink and ctime
+    dir->forget_attrs();
+    nfs_->call<WccRes>(proc, diropargs3{dir->fh, nm}, [this, req, dir](Result<WccRes> r) {
+      others_changed();
+      if (r) remember_attrs(dir->fh, r->wcc.after);
+      fuse_reply_err(req, failed(r));
+    }, &who);
   };
   if (proc != Proc::REMOVE) return remove();
   hide_if_open(dir->fh, name, who, [req, remove](bool hidden, int err) {
@@ -239,7 +251,15 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
   // An open file renamed over is hidden first, so it stays readable.
   hide_if_open(to->fh, newname, who, [this, req, from, to, a, who](bool, int err) {
     if (err) return (void)fuse_reply_err(req, err);
+    others_changed();  // the file's ctime, a directory's parent, a file renamed over
+    from->forget_attrs();
+    to->forget_attrs();
     nfs_->call<RENAME3res>(Proc::RENAME, a, [this, req, p = from->ino, np = to->ino, a](Result<RENAME3res> r) {
+      others_changed();
+      if (r) {
+        remember_attrs(a.from.dir, r->fromdir_wcc.after);
+        remember_attrs(a.to.dir, r->todir_wcc.after);
+      }
       int e = failed(r);
       if (!e) nodes_->renamed(p, a.from.name, np, a.to.name);
       fuse_reply_err(req, e);
@@ -254,9 +274,13 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
   if (!dir) return;
   auto who = caller(req);
   LINK3args a{n->fh, {dir->fh, newname}};
-  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, newparent, nm = a.link.name](Result<LINK3res> r) {
+  others_changed();
+  dir->forget_attrs();
+  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, newparent, nm = a.link.name, dh = dir->fh](Result<LINK3res> r) {
+    others_changed();
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     auto da = r->linkdir_wcc.after;
+    remember_attrs(dh, da);
     if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes, newparent, nm, da);
     nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, newparent, nm, da](Result<GETATTR3res> g) {
       if (int e = failed(g)) return (void)fuse_reply_err(req, e);

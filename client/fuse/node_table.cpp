@@ -92,4 +92,31 @@ std::size_t NodeTable::size() {
   return by_ino_.size();
 }
 
+void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
+  std::lock_guard lk(attrs_mu_);
+  // A reply that left the server before the one kept (an older ctime) is not
+  // the node's latest state.
+  auto older = [](const nfs3::nfstime3& x, const nfs3::nfstime3& y) {
+    return x.seconds < y.seconds || (x.seconds == y.seconds && x.nseconds < y.nseconds);
+  };
+  if (attrs_ && attrs_epoch_ == epoch && older(a.ctime, attrs_->ctime)) return;
+  attrs_ = a;
+  attrs_at_ = std::chrono::steady_clock::now();
+  attrs_epoch_ = epoch;
+}
+
+void Node::forget_attrs() {
+  std::lock_guard lk(attrs_mu_);
+  attrs_.reset();
+}
+
+std::optional<nfs3::fattr3> Node::recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
+                                               std::chrono::steady_clock::duration dir_age) {
+  std::lock_guard lk(attrs_mu_);
+  if (!attrs_ || attrs_epoch_ != epoch) return std::nullopt;
+  auto max_age = attrs_->type == nfs3::NF3DIR ? dir_age : file_age;
+  if (std::chrono::steady_clock::now() - attrs_at_ >= max_age) return std::nullopt;
+  return attrs_;
+}
+
 }  // namespace nfsrdma::fuse

@@ -7,6 +7,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,25 @@ struct Node {
   // lock): its cached entry is dropped when its mode or owner changes.
   fuse_ino_t parent = 0;
   std::string name;
+
+  // The attributes the server last gave for this node (a GETATTR, an open's
+  // ACCESS, a change's post-op attributes), for a GETATTR the kernel asks
+  // soon after it dropped its copy because of a change made through this
+  // mount: the kernel NFS client keeps what such replies bring the same way.
+  // `epoch`: Filesystem's count of changes that touch nodes they do not name
+  // (REMOVE, RENAME, LINK), which makes everything kept before them stale.
+  void remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch);
+  void forget_attrs();  // a change to it is on its way
+  // The kept attributes if kept in `epoch` less than the age given for their
+  // type (a directory's or a file's) ago.
+  std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
+                                           std::chrono::steady_clock::duration dir_age);
+
+ private:
+  std::mutex attrs_mu_;
+  std::optional<nfs3::fattr3> attrs_;
+  std::chrono::steady_clock::time_point attrs_at_;
+  std::uint64_t attrs_epoch_ = 0;
 };
 
 class NodeTable {

@@ -113,14 +113,15 @@ int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::
   return 0;
 }
 
-void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e) {
+void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e, bool stable) {
   client::CallOwner nobody(0);  // the write-back's calls are no caller's: a killed one's data still goes out
   WRITE3args a;
   a.file = n->fh;
   a.offset = e->offset + e->sent;
   a.count = e->len - e->sent;
-  a.stable = stable_how::UNSTABLE;
+  a.stable = stable ? stable_how::FILE_SYNC : stable_how::UNSTABLE;
   a.data = {e->buf + e->sent, a.count};
+  n->forget_attrs();
   nfs_.write(a, [this, n, e](Result<WRITE3res> r) { on_written(n, e, std::move(r)); }, &e->who);
 }
 
@@ -159,18 +160,23 @@ void WriteBack::drop_locked(FileWrites& w, Extent* e) {
   w.extents.erase(e->self);
 }
 
-void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done) {
+void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done) { drain(n, std::move(done), false); }
+
+void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone) {
   FileWrites& w = n->writes;
   Extent* to_send = nullptr;
+  bool stable = false;
   {
     std::lock_guard lk(w.mu);
     to_send = take_filling_locked(w);
+    // The file's only extent, none in flight or awaiting COMMIT beside it.
+    stable = stable_if_alone && to_send && w.in_flight == 1 && w.extents.size() == 1;
     if (w.in_flight > 0) {
       w.drained.push_back(std::move(done));
       done = nullptr;
     }
   }
-  if (to_send) send(n, to_send);
+  if (to_send) send(n, to_send, stable);
   if (done) done();
 }
 
@@ -179,7 +185,7 @@ void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<void(int)> 
   // every write it follows to be answered (ORDER: COMMIT covers only WRITEs
   // whose replies came back).
   if (!done) return enqueue_commit(n, nullptr);
-  drain(n, [this, n, done = std::move(done)]() mutable { enqueue_commit(n, std::move(done)); });
+  drain(n, [this, n, done = std::move(done)]() mutable { enqueue_commit(n, std::move(done)); }, true);
 }
 
 void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done) {
@@ -251,6 +257,7 @@ void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list
   a.count = e->len;
   a.stable = stable_how::FILE_SYNC;  // no verifier to trust until this lands
   a.data = {e->buf, e->len};
+  n->forget_attrs();
   auto on_reply = [this, n, list = std::move(list), i, waiters = std::move(waiters)](Result<WRITE3res> r) mutable {
     FileWrites& w = n->writes;
     {

@@ -82,6 +82,9 @@ class WriteBack {
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done);
   // drain, then COMMIT until the data is stable; `done` gets 0 or the first
   // error since the last report. A null `done` (background) reports nothing.
+  // When all that is left of the file is one WRITE's worth, nothing sent
+  // before it, that WRITE goes FILE_SYNC and no COMMIT follows, as the kernel
+  // client flushes such a file (a small file's close: one call, not two).
   void commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
   // The end of the data not yet committed (0 when none): a size the server's
   // attributes may not show yet.
@@ -100,7 +103,8 @@ class WriteBack {
  private:
   using Extent = FileWrites::Extent;
   Extent* take_filling_locked(FileWrites& w);
-  void send(const std::shared_ptr<Node>& n, Extent* e);
+  void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
+  void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone);
   void on_written(const std::shared_ptr<Node>& n, Extent* e, Result<nfs3::WRITE3res> r);
   using Waiters = std::vector<std::function<void(int)>>;
   void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
