@@ -2,7 +2,7 @@
 """small_ops.py: where a small-file operation's time goes through nfsrdma-fuse.
 
 Starts nfsrdma-server (loopback, a temporary export) and mounts it with
-nfsrdma-fuse, both with metrics, then runs each operation N times on files of
+nfsrdma-fuse, both with metrics (bench/compare/harness.py's Host), then runs each operation N times on files of
 100 bytes and prints, per operation: microseconds, NFS calls, and the time
 split into the kernel's FUSE layer plus the daemon (the wall time less the
 client's call time), the wire and transports (the client's call time less the
@@ -14,18 +14,12 @@ server's), and the server (its time from a call's arrival to its reply).
 import argparse
 import os
 import re
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare"))
+import harness  # noqa: E402  (bench/compare: the server and mounts every benchmark starts)
 
 
 def call_seconds(address, side):
@@ -83,46 +77,21 @@ def main():
     ap.add_argument("--export-option", choices=("sync", "async"), default="sync", help="the export's sync option")
     ap.add_argument("-n", type=int, default=1000, help="operations of each kind (default 1000)")
     a = ap.parse_args()
-    server = os.path.join(a.build, "server/nfsrdma-server")
-    fuse = os.path.join(a.build, "client/fuse/nfsrdma-fuse")
-    for f in (server, fuse):
-        if not os.access(f, os.X_OK):
-            sys.exit(f"small_ops: {f} is not built (ninja -C {a.build})")
-    work = tempfile.mkdtemp(prefix="nfsrdma-small-ops-")
-    export, mnt = os.path.join(work, "export"), os.path.join(work, "mnt")
-    os.mkdir(export)
-    os.mkdir(mnt)
-    port, mport, rport = free_port(), free_port(), free_port()
-    cmet, smet = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    log = open(os.path.join(work, "server.log"), "w")
-    srv = subprocess.Popen([server, "--port", str(port), "--mount-port", str(mport), "--rdma-port", str(rport),
-                            "--provider", a.provider, "--bind", "127.0.0.1", "--no-register", "--metrics", smet,
-                            "--state-dir", os.path.join(work, "state"),
-                            "--export", f"{export} 127.0.0.1(rw,no_root_squash,{a.export_option})"],
-                           stdout=log, stderr=subprocess.STDOUT)
-    mounted = False
+    for f in ("server/nfsrdma-server", "client/fuse/nfsrdma-fuse"):
+        if not os.access(os.path.join(a.build, f), os.X_OK):
+            sys.exit(f"small_ops: {a.build}/{f} is not built (ninja -C {a.build})")
+    h = harness.Host(a.build, a.provider)
     try:
-        for _ in range(100):
-            if "listening: NFSv3 on tcp" in open(log.name).read():
-                break
-            if srv.poll() is not None:
-                sys.exit(f"small_ops: the server exited: {open(log.name).read()[-500:]}")
-            time.sleep(0.1)
-        opts = (f"proto={a.proto},provider={a.provider},port={rport if a.proto == 'rdma' else port},"
-                f"mountport={mport},metrics={cmet}")
-        r = subprocess.run([fuse, "-o", opts, f"127.0.0.1:{export}", mnt], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"small_ops: the mount failed: {r.stderr.strip()}")
-        mounted = True
+        smet, cmet = f"127.0.0.1:{harness.free_port()}", f"127.0.0.1:{harness.free_port()}"
+        h.start_server(export_options=f"rw,no_root_squash,{a.export_option}", extra=["--metrics", smet])
+        mnt, _ = h.mount(a.proto, f"metrics={cmet}")
         print(f"nfsrdma-fuse over {a.proto}{' (' + a.provider + ')' if a.proto == 'rdma' else ''}, "
               f"{a.export_option} export, {a.n} of each, 100-byte files")
         measure(mnt, cmet, smet, a.n)
+    except RuntimeError as e:
+        sys.exit(f"small_ops: {e}")
     finally:
-        if mounted:
-            subprocess.run(["umount", mnt])
-        srv.terminate()
-        srv.wait()
-        subprocess.run(["rm", "-rf", work])
+        h.stop()
 
 
 if __name__ == "__main__":

@@ -20,19 +20,14 @@ interleaved, and the median is printed:
 import argparse
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare"))
+import harness  # noqa: E402  (bench/compare: the server and mounts every benchmark starts)
 
 
 def timed(fn):
@@ -70,12 +65,6 @@ def workloads(a, tarball):
     ]
 
 
-def clear(d):
-    for e in os.listdir(d):
-        p = os.path.join(d, e)
-        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the meson build directory (default: build)")
@@ -87,43 +76,20 @@ def main():
     ap.add_argument("--export-option", choices=("sync", "async"), default="sync", help="the export's sync option")
     ap.add_argument("--repeats", type=int, default=3, help="runs per workload and target (default 3)")
     a = ap.parse_args()
-    server = os.path.join(a.build, "server/nfsrdma-server")
-    fuse = os.path.join(a.build, "client/fuse/nfsrdma-fuse")
-    for f in (server, fuse):
-        if not os.access(f, os.X_OK):
-            sys.exit(f"workloads: {f} is not built (ninja -C {a.build})")
+    for f in ("server/nfsrdma-server", "client/fuse/nfsrdma-fuse"):
+        if not os.access(os.path.join(a.build, f), os.X_OK):
+            sys.exit(f"workloads: {a.build}/{f} is not built (ninja -C {a.build})")
     for t in ("tar", "rsync", "git"):
         if not shutil.which(t):
             sys.exit(f"workloads: {t} is not installed")
-    work = tempfile.mkdtemp(prefix="nfsrdma-workloads-")
-    export = os.path.join(work, "export")
-    os.mkdir(export)
-    tarball = os.path.join(work, "tree.tar")
-    run("tar", "-cf", tarball, "-C", os.path.dirname(a.tree.rstrip("/")), os.path.basename(a.tree.rstrip("/")))
-    port, mport, rport = free_port(), free_port(), free_port()
-    log = open(os.path.join(work, "server.log"), "w")
-    srv = subprocess.Popen([server, "--port", str(port), "--mount-port", str(mport), "--rdma-port", str(rport),
-                            "--provider", a.provider, "--bind", "127.0.0.1", "--no-register",
-                            "--state-dir", os.path.join(work, "state"),
-                            "--export", f"{export} 127.0.0.1(rw,no_root_squash,{a.export_option})"],
-                           stdout=log, stderr=subprocess.STDOUT)
-    mounts = {}
+    h = harness.Host(a.build, a.provider)
     try:
-        for _ in range(100):
-            if "listening: NFSv3 on tcp" in open(log.name).read():
-                break
-            time.sleep(0.1)
-        targets = {"export dir": export}
+        tarball = os.path.join(h.work, "tree.tar")
+        run("tar", "-cf", tarball, "-C", os.path.dirname(a.tree.rstrip("/")), os.path.basename(a.tree.rstrip("/")))
+        h.start_server(export_options=f"rw,no_root_squash,{a.export_option}")
+        targets = {"export dir": h.export}
         for proto in ("rdma", "tcp"):
-            mnt = os.path.join(work, "mnt-" + proto)
-            os.mkdir(mnt)
-            opts = (f"proto={proto},provider={a.provider},port={rport if proto == 'rdma' else port},"
-                    f"mountport={mport},nolock")
-            r = subprocess.run([fuse, "-o", opts, f"127.0.0.1:{export}", mnt], capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"workloads: the {proto} mount failed: {r.stderr.strip()}")
-            mounts[proto] = mnt
-            targets[f"fuse {proto}"] = mnt
+            targets[f"fuse {proto}"] = h.mount(proto, "nolock")[0]
         print(f"{a.tree} ({sum(len(f) for _, _, f in os.walk(a.tree))} files), {a.export_option} export, "
               f"medians of {a.repeats}, seconds (ratio to the export dir)")
         print(f"{'workload':<20}" + "".join(f"{t:>22}" for t in targets))
@@ -136,22 +102,17 @@ def main():
                     if setup:
                         setup(d)
                     times[t].append(timed(lambda: step(d)))
-                    shutil.rmtree(d, ignore_errors=True)
-                    if os.path.exists(d):
-                        clear(d)
-                        os.rmdir(d)
+                    shutil.rmtree(d)
             local = statistics.median(times["export dir"])
             cells = []
             for t in targets:
                 m = statistics.median(times[t])
                 cells.append(f"{m:8.2f}" + (f" ({m / local:5.1f}x)" if t != "export dir" else " " * 9))
             print(f"{name:<20}" + "".join(f"{c:>22}" for c in cells), flush=True)
+    except RuntimeError as e:
+        sys.exit(f"workloads: {e}")
     finally:
-        for mnt in mounts.values():
-            subprocess.run(["umount", mnt])
-        srv.terminate()
-        srv.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        h.stop()
 
 
 if __name__ == "__main__":
