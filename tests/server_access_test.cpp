@@ -194,6 +194,30 @@ TEST_F(ServerAccess, SecureExportsRequireAReservedPort) {
   EXPECT_EQ(insecure.call<GETATTR3res>(Proc::GETATTR, FhArgs{root}).status, NFS3ERR_PERM);
 }
 
+// A reserved port still held by a connection to this server (in TIME_WAIT,
+// say) binds but cannot connect: the client passes on to the next one.
+TEST_F(ServerAccess, AReservedPortTakenForThisServerIsPassedOver) {
+  start({dir_.path() + " 127.0.0.1(rw)"});
+  auto addr = [&](std::uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+  };
+  tcp::Fd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int one = 1;
+  ::setsockopt(holder.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in from = addr(1023), to = addr(server_->nfs_port());
+  if (::bind(holder.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) GTEST_SKIP() << "port 1023 is busy";
+  ASSERT_EQ(::connect(holder.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  auto fd = tcp::connect_tcp("127.0.0.1", server_->nfs_port(), true);
+  ASSERT_TRUE(fd.ok()) << fd.error().describe();
+  EXPECT_LT(tcp::local_port(fd->get()), 1023);
+  Client secure(*server_);
+  EXPECT_EQ(secure.getattr(secure.mount_root(dir_.path())).type, NF3DIR);
+}
+
 TEST_F(ServerAccess, ForgedAndCrossExportHandles) {
   std::filesystem::create_directory(dir_.path() + "/other");
   start({dir_.path() + "/ro 127.0.0.1(rw,no_root_squash)", dir_.path() + "/other 127.0.0.1(rw,no_root_squash)"});

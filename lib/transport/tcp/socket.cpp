@@ -63,19 +63,37 @@ void set_port(sockaddr_storage& ss, std::uint16_t port) {
   }
 }
 
-// Binds the local side: `local` (address, port 0) and, when asked, a reserved
-// port walking down from 1023 like bindresvport(3).
-Result<void> bind_local(int fd, sockaddr_storage local, socklen_t len, bool reserved) {
-  if (reserved) {
-    for (std::uint16_t p = 1023; p >= 600; --p) {
-      set_port(local, p);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&local), len) == 0) return {};
-      if (errno == EACCES || errno == EPERM) break;
-    }
+// One connect(2) from a fresh socket, bound first to `local` at `local_port`
+// when `local` is set (port 0: the kernel picks one).
+Result<Fd> connect_once(const sockaddr_storage& addr, socklen_t len, const sockaddr_storage* local, socklen_t local_len,
+                        std::uint16_t local_port, int timeout_ms, const std::string& what) {
+  Fd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return sys_error(errno, "socket");
+  if (local) {
+    // Reusable, as the kernel's RPC client makes its sockets: a port whose
+    // earlier connections linger in TIME_WAIT binds, and only the same peer
+    // is refused (at connect).
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage l = *local;
+    set_port(l, local_port);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&l), local_len) != 0) return sys_error(errno, "bind local address");
   }
-  set_port(local, 0);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), len) != 0) return sys_error(errno, "bind local address");
-  return {};
+  // Linux applies a send timeout to connect(2) too: a peer that drops SYNs
+  // then costs timeout_ms, not the minutes of the SYN retries.
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  if (timeout_ms > 0) ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    // From a port of our choosing, Linux says EADDRNOTAVAIL when that port is
+    // taken for this peer: in use, as far as the caller is concerned.
+    if (errno == EADDRNOTAVAIL && local_port != 0) return sys_error(EADDRINUSE, what);
+    return sys_error(errno == EINPROGRESS ? ETIMEDOUT : errno, what);
+  }
+  if (timeout_ms > 0) {
+    tv = {};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  return fd;
 }
 
 }  // namespace
@@ -85,34 +103,38 @@ Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserve
   socklen_t len = 0;
   auto addr = resolve(host, port, len);
   if (!addr) return addr.error();
-  Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return sys_error(errno, "socket");
-  bool reserved = reserved_port && ::geteuid() == 0;
-  if (reserved || !source_address.empty()) {
-    sockaddr_storage local{};
-    socklen_t local_len = len;
-    local.ss_family = addr->ss_family;
-    if (!source_address.empty()) {
-      auto src = resolve(source_address, 0, local_len);
-      if (!src) return src.error();
-      local = *src;
-    }
-    if (auto r = bind_local(fd.get(), local, local_len, reserved); !r) return r.error();
+  const bool reserved = reserved_port && ::geteuid() == 0;
+  sockaddr_storage local{};
+  socklen_t local_len = len;
+  local.ss_family = addr->ss_family;
+  if (!source_address.empty()) {
+    auto src = resolve(source_address, 0, local_len);
+    if (!src) return src.error();
+    local = *src;
   }
-  // Linux applies a send timeout to connect(2) too: a peer that drops SYNs
-  // then costs timeout_ms, not the minutes of the SYN retries.
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  if (timeout_ms > 0) ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
-    Error e = sys_error(errno == EINPROGRESS ? ETIMEDOUT : errno, "connect to " + host + ":" + std::to_string(port));
+  const sockaddr_storage* bind_to = reserved || !source_address.empty() ? &local : nullptr;
+  // A reserved port walks down from 1023 like bindresvport(3). A port that
+  // binds may still be taken for this peer (a closed connection from it in
+  // TIME_WAIT): connect(2) then says EADDRINUSE and the next port is tried,
+  // as the kernel's RPC client does. Without privilege, or once the range is
+  // spent, the kernel picks the port.
+  const std::string what = "connect to " + host + ":" + std::to_string(port);
+  Result<Fd> fd = Error{};
+  bool done = false;
+  for (std::uint16_t p = 1023; reserved && p >= 600; --p) {
+    fd = connect_once(*addr, len, bind_to, local_len, p, timeout_ms, what);
+    if (fd || fd.error().code != EADDRINUSE) {
+      done = fd || (fd.error().code != EACCES && fd.error().code != EPERM);
+      break;
+    }
+  }
+  if (!done) fd = connect_once(*addr, len, bind_to, local_len, 0, timeout_ms, what);
+  if (!fd) {
+    Error e = fd.error();
     e.action = Action::retry_later;
     return e;
   }
-  if (timeout_ms > 0) {
-    tv = {};
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  }
-  set_nodelay(fd.get());
+  set_nodelay(fd->get());
   return fd;
 }
 
