@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import host_charts  # noqa: E402
 import kernel_section  # noqa: E402
 import notes  # noqa: E402
+import smallfiles_section  # noqa: E402
 import transfer_section  # noqa: E402
 import verdict  # noqa: E402
 from style import LABEL, cell_name, cpu_per_call, fmt, prose, series_name  # noqa: E402
@@ -22,9 +23,10 @@ CHART_JS = ["/usr/share/javascript/chart.js/chart.min.js", "/usr/share/nodejs/ch
 
 
 def table(r):
-    lines = host_table(r) if r["cells"] or r["peers"] or r.get("transfer") else []
+    lines = host_table(r) if r["cells"] or r["peers"] or r.get("transfer") or r.get("smallfiles") else []
     if "kernel" in r:
         lines += kernel_section.table(r["kernel"])
+        lines += smallfiles_section.table(r["kernel"].get("smallfiles"))
     return "\n".join(lines)
 
 
@@ -51,6 +53,7 @@ def host_table(r):
             f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")) +
             (f", lock+unlock {lock['per_s']:.0f}/s" if "per_s" in lock else f", locks: {lock.get('error', 'not measured')}"))
     lines += transfer_section.table(r.get("transfer", []))
+    lines += smallfiles_section.table(r.get("smallfiles"))
     for u in r.get("unavailable", []):
         lines.append(f"not measured: {u['name']}: {u['why']}")
     return lines + ([""] + verdict.sentences(r) if r["cells"] else [])
@@ -164,7 +167,8 @@ directory itself).</p>
 <h2>Baselines</h2><dl>{baselines}</dl>
 <h2>Charts</h2>{chart_notes}<div class="grid">{canvases}</div>
 <h2>Every cell</h2>{table}
-{transfer}"""
+{transfer}
+{smallfiles}"""
 
 
 def write(r, path):
@@ -181,13 +185,15 @@ def write(r, path):
         unavailable = "<h2>Not measured on this host</h2><ul>" + "".join(
             f"<li>{html.escape(u['name'])}: {html.escape(u['why'])}</li>" for u in r["unavailable"]) + "</ul>"
     host_sections = HOST_SECTIONS.format(
-        baselines=dl(base), table=html_table(r), transfer=transfer_section.section(r.get("transfer", [])), chart_notes="".join(f"<p>{prose(n)}</p>" for n in chart_notes),
+        baselines=dl(base), table=html_table(r), transfer=transfer_section.section(r.get("transfer", [])),
+        smallfiles=smallfiles_section.section(r.get("smallfiles"), "Small files"), chart_notes="".join(f"<p>{prose(n)}</p>" for n in chart_notes),
         canvases="".join(f'<div class="chart"><canvas id="chart{i}"></canvas></div>' for i in range(len(host))))
     page = PAGE.format(title=html.escape(r["host"]["hostname"]), chartjs=chart_js(), preset=html.escape(r["preset"]),
                        started=r["started"], finished=r.get("finished", "?"), runs=html.escape(runs(r)),
                        verdict=verdict.section(r) + notes.section(r) if r["cells"] else "",
-                       host=dl(r["host"]), host_sections=host_sections if r["cells"] or r.get("transfer") else "", unavailable=unavailable,
-                       kernel=kernel_section.section(k, len(host), len(kcharts)) if k else "",
+                       host=dl(r["host"]), host_sections=host_sections if r["cells"] or r.get("transfer") or r.get("smallfiles") else "", unavailable=unavailable,
+                       kernel=kernel_section.section(k, len(host), len(kcharts)) + smallfiles_section.section(
+                           k.get("smallfiles"), "Small files in the guest") if k else "",
                        charts=json.dumps(cs).replace("</", "<\\/"))
     with open(path, "w") as f:
         f.write(page)

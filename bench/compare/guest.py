@@ -27,6 +27,7 @@ sys.path.insert(0, HERE)
 import harness  # noqa: E402
 import matrix  # noqa: E402
 import metadata  # noqa: E402
+import smallfiles  # noqa: E402
 
 ENV = os.environ
 CLK = os.sysconf("SC_CLK_TCK")
@@ -47,6 +48,9 @@ def guest_environment():
 CLIENTS = ("kernel", "fuse", "engine")
 UNITS = {"fabric_bench": "MiB/s", "perftest": "MB/s"}  # each tool's own
 MNT = "/mnt/bench"
+# The Prometheus endpoints of nfsrdma-server (guest.sh starts it with one) and
+# of each nfsrdma-fuse mount.
+SERVER_METRICS, FUSE_METRICS = "127.0.0.1:9464", "127.0.0.1:9465"
 
 
 def log(msg):
@@ -93,7 +97,8 @@ def mount(client, server, transport):
         opts = f"vers=3,{lock},hard,proto={transport},port={ports[transport]},mountport={mport},mountproto=tcp"
         subprocess.run(["mount", "-t", "nfs", "-o", opts, f"{IP}:{export}", MNT], check=True, timeout=120)
     else:
-        opts = f"proto={transport},provider=verbs,port={ports[transport]},mountport={mport},{lock}"
+        opts = (f"proto={transport},provider=verbs,port={ports[transport]},mountport={mport},{lock},"
+                f"metrics={FUSE_METRICS}")
         subprocess.run([f"{BUILD}/client/fuse/nfsrdma-fuse", "-o", opts, f"{IP}:{export}", MNT], check=True,
                        timeout=120)
     if not os.path.ismount(MNT):
@@ -162,8 +167,28 @@ def series(client, server, transport, p, result, step):
     except Exception as e:
         result["metadata"].append({"client": client, "server": server, "transport": transport,
                                    "error": str(e)[:300]})
-    finally:
-        subprocess.run(["umount", MNT], timeout=120)
+    if p.get("smallfiles") and server == "nfsrdma":
+        try:
+            guest_smallfiles(client, server, transport, p["smallfiles"], result)
+        except Exception as e:
+            result["unavailable"].append({"name": f"small files, {client} -> {server} over {transport}",
+                                          "why": str(e)[:300]})
+    subprocess.run(["umount", MNT], timeout=120)
+
+
+def guest_smallfiles(client, server, transport, spec, result):
+    """Small files through the mount on MNT (smallfiles.py): each operation
+    with the calls the server counted and the time split, then the real
+    programs, added to result["smallfiles"] under "CLIENT SERVER TRANSPORT"."""
+    sf = result["smallfiles"]
+    target = f"{client} {server} {transport}"
+    srv = ((lambda: smallfiles.metrics_calls(SERVER_METRICS, "server")) if server == "nfsrdma"
+           else smallfiles.nfsd_calls)
+    cli = ((lambda: smallfiles.metrics_calls(FUSE_METRICS, "client")) if client == "fuse"
+           else lambda: smallfiles.kernel_client_calls(MNT))
+    sf["ops"][target] = smallfiles.per_op(MNT, spec["ops"], srv, cli)
+    for prog, t in smallfiles.workloads(sf["_inputs"], {target: MNT}, spec["repeats"], log).items():
+        sf["workloads"][prog].update(t)
 
 
 def fabric_limits(seconds):
@@ -262,6 +287,15 @@ def main():
     for export, _, _ in SERVERS.values():
         subprocess.run(["dd", "if=/dev/zero", f"of={export}/data", "bs=1M", f"count={p['size_MiB']}",
                         "status=none"], check=True)
+    if p.get("smallfiles"):
+        spec = p["smallfiles"]
+        work = os.path.join("/tmp", "smallfiles")
+        os.makedirs(work, exist_ok=True)
+        inputs = smallfiles.Inputs(spec, work)
+        result["smallfiles"] = {"inputs": inputs.describe(), "export_options": "rw,no_root_squash,sync (tmpfs)",
+                                "repeats": spec["repeats"], "ops_n": spec["ops"], "ops": {}, "_inputs": inputs,
+                                "workloads": smallfiles.workloads(inputs, {"export dir": SERVERS["nfsrdma"][0]},
+                                                                  spec["repeats"], log)}
     plan = [(c, s, t) for s in SERVERS for t in ("rdma", "tcp") for c in CLIENTS]
     total, t0 = len(plan) * len(p["jobs"]), time.time()
 
@@ -276,6 +310,7 @@ def main():
     for client, server, transport in plan:
         series(client, server, transport, p, result, step)
     vs_kernel(result["cells"])
+    result.get("smallfiles", {}).pop("_inputs", None)
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     with open(os.path.join(RESULTS, "kernel.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -17,6 +17,6 @@ mount -t tmpfs -o size=1200m tmpfs /srv/kernel
 mount -t tmpfs -o size=1200m tmpfs /srv/ours
 # 1 MiB transfers on both servers, so the 1 MiB jobs are one call each everywhere.
 kernel_nfsd_up /srv/kernel 1048576
-ours_up /srv/ours "$RESULTS/server.log"
+ours_up /srv/ours "$RESULTS/server.log" --metrics 127.0.0.1:9464  # guest.py's SERVER_METRICS
 export SERVER_IP CLIENT_IP PORT MPORT RPORT
 exec python3 "$HERE/guest.py" "$@"

@@ -59,6 +59,7 @@ class Host:
         os.chmod(self.work, 0o755)
         self.procs = []   # (name, Popen)
         self.mounts = []
+        self.client_metrics = {}  # transport: the mount's Prometheus endpoint
         self.netns = []
         self.keep = keep
 
@@ -72,6 +73,7 @@ class Host:
         self.export = os.path.join(self.work, "export")
         os.makedirs(self.export, exist_ok=True)
         self.nfs_port, self.mount_port, self.rdma_port = free_port(), free_port(), free_port()
+        self.metrics = f"127.0.0.1:{free_port()}"  # its Prometheus endpoint
         # Mounts find the server's lock manager through port 111: served here
         # when nothing else holds it (else the lock figures say ENOLCK).
         portmap = ["--portmap"] if port_free(111, self.addr) else []
@@ -79,7 +81,8 @@ class Host:
             f"{self.build}/server/nfsrdma-server", "--export", self.export_line(export_options),
             "--bind", self.addr, "--port", str(self.nfs_port), "--mount-port", str(self.mount_port),
             "--rdma-port", str(self.rdma_port), "--provider", self.provider, "--no-register", *portmap,
-            "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn", *extra])
+            "--state-dir", os.path.join(self.work, "state"), "--log-level", "warn",
+            "--metrics", self.metrics, *extra])
         wait_port(self.nfs_port, host=self.addr)
         self.export_options = export_options
         return self.server
@@ -100,8 +103,9 @@ class Host:
     def mount(self, transport, options=""):
         mnt = os.path.join(self.work, f"mnt-{transport}")
         os.makedirs(mnt, exist_ok=True)
+        self.client_metrics[transport] = f"127.0.0.1:{free_port()}"
         opts = (f"proto={transport},port={self.port_for(transport)},mountport={self.mount_port},"
-                f"provider={self.provider}" + ("," + options if options else ""))
+                f"provider={self.provider},metrics={self.client_metrics[transport]}" + ("," + options if options else ""))
         p = self.spawn(f"fuse-{transport}", [f"{self.build}/client/fuse/nfsrdma-fuse", "-f",
                                              f"{self.addr}:{self.export}", mnt, "-o", opts])
         for _ in range(400):

@@ -28,7 +28,12 @@ def budget(p):
     """Seconds the guest may take: every fio run with its start-up under
     emulation, the metadata jobs, boot and set-up."""
     runs = len(p["jobs"]) * 12 * p["repeats"]
-    return int(runs * (p["seconds"] + 8) + 8 * 3 * p["files"] * 0.01 + 600)
+    sf = p.get("smallfiles")
+    # Small files through four mounts and on the export: about 30 ms a file
+    # and 20 ms a transaction under emulation, 10 ms an operation.
+    small = 5 * sf["repeats"] * (2 * (sf["files"] or 9000) * 0.03 + sf["txns"] * 0.02 + 60) + \
+        4 * 5 * sf["ops"] * 0.01 if sf else 0
+    return int(runs * (p["seconds"] + 8) + 8 * 3 * p["files"] * 0.01 + small + 600)
 
 
 def follow(path, stop):

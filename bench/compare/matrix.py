@@ -1,10 +1,19 @@
 """The comparison matrix: presets, the fio command for each path, and the
 baselines every cell is divided by."""
 import itertools
+import os
 import subprocess
 
 WORKLOADS = ("read", "write", "randread", "randwrite")
 LABEL = {"read": "seq read", "write": "seq write", "randread": "rand read", "randwrite": "rand write"}
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# Small files (smallfiles.py): the trees and repository the real programs work
+# on, how many of each small-file operation, rounds of the programs.
+SMALLFILES = {"tree": "/usr/include", "rsync_tree": "/usr/share/doc", "files": None,
+              "repo": ROOT if os.path.isdir(os.path.join(ROOT, ".git")) else None, "txns": 1000, "ops": 1000,
+              "repeats": 3}
+SMALLFILES_SMOKE = dict(SMALLFILES, files=100, repo=None, txns=20, ops=50, repeats=1)
 
 PRESETS = {
     # make demo: the shape of every comparison in a couple of minutes.
@@ -16,14 +25,19 @@ PRESETS = {
     "full": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": list(itertools.product(
         WORKLOADS, ("4k", "64k", "1M"), (1, 16))) + [("randread", "4k", 32), ("randwrite", "4k", 32)],
         "seconds": 3, "repeats": 3, "size": "2G", "peers": True,
-        "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")]},
+        "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")], "smallfiles": SMALLFILES},
+    # small files alone, on a sync export (as a server exports by default):
+    # 10,000 files created, stat'ed and unlinked, each operation's calls and
+    # time, and the real programs.
+    "smallfiles": {"transports": ("rdma", "tcp"), "paths": ("fuse",), "cells": [], "seconds": 3, "repeats": 1,
+                   "size": "1G", "peers": False, "export_options": "rw,no_root_squash,sync", "smallfiles": SMALLFILES},
     # transfer sizes alone: what a 4 MiB server does to sequential engine jobs.
     "transfer": {"transports": ("rdma", "tcp"), "paths": (), "cells": [], "seconds": 3, "repeats": 3, "size": "1G",
                  "peers": False, "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")]},
     # the harness's own test: one cell per path, shortest runs.
     "smoke": {"transports": ("rdma", "tcp"), "paths": ("engine", "fuse"), "cells": [("read", "1M", 4),
               ("randwrite", "4k", 4)], "seconds": 1, "repeats": 1, "size": "64M", "peers": False, "files": 500,
-              "transfer_jobs": [("write", "4M")]},
+              "transfer_jobs": [("write", "4M")], "smallfiles": SMALLFILES_SMOKE},
 }
 
 # The kernel comparison, run inside the soft-RoCE guest (guest.py): every job
@@ -33,13 +47,15 @@ KERNEL_JOBS = [(rw, bs, d) for rw in ("read", "write") for bs in ("1M", "64k") f
     (rw, "4k", d) for rw in ("randread", "randwrite") for d in (1, 32)]
 GUEST_PRESETS = {
     # make bench-kernel: the whole set, three repeats each.
-    "kernel": {"jobs": KERNEL_JOBS, "seconds": 3, "repeats": 3, "size_MiB": 256, "files": 10000},
+    "kernel": {"jobs": KERNEL_JOBS, "seconds": 3, "repeats": 3, "size_MiB": 256, "files": 10000,
+               "smallfiles": dict(SMALLFILES, files=2000, ops=500)},
     # inside make bench, where QEMU runs: the deep-queue jobs once.
     "kernel-quick": {"jobs": [("read", "1M", 16), ("write", "1M", 16), ("randread", "4k", 32),
-                              ("randwrite", "4k", 32)], "seconds": 2, "repeats": 1, "size_MiB": 128, "files": 1000},
+                              ("randwrite", "4k", 32)], "seconds": 2, "repeats": 1, "size_MiB": 128, "files": 1000,
+                     "smallfiles": dict(SMALLFILES, files=500, repo=None, txns=100, ops=200, repeats=1)},
     # the test of the guest mode itself.
     "kernel-smoke": {"jobs": [("read", "1M", 16), ("randwrite", "4k", 32)], "seconds": 1, "repeats": 1,
-                     "size_MiB": 32, "files": 100},
+                     "size_MiB": 32, "files": 100, "smallfiles": dict(SMALLFILES_SMOKE, files=30, txns=10, ops=20)},
 }
 for _p in GUEST_PRESETS.values():
     _p["size"] = f"{_p['size_MiB']}M"

@@ -7,7 +7,7 @@ kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
 full preset adds a short one where QEMU runs. Writes results.json and
 report.html and prints a table.
 
-  bench/compare/run.py [--preset quick|full|transfer|smoke|kernel|kernel-quick|kernel-smoke]
+  bench/compare/run.py [--preset quick|full|transfer|smallfiles|smoke|kernel|kernel-quick|kernel-smoke]
                        [--build build] [--out DIR]
 """
 import argparse
@@ -25,6 +25,7 @@ import kernel  # noqa: E402
 import matrix  # noqa: E402
 import metadata  # noqa: E402
 import peers  # noqa: E402
+import smallfiles  # noqa: E402
 import transfer  # noqa: E402
 
 
@@ -85,11 +86,30 @@ def baselines(h, transports, seconds):
     return raw, null
 
 
+def host_smallfiles(h, spec, mounts):
+    """Small files through each mount (smallfiles.py): each operation with its
+    calls and the time split from both sides' metrics, and the real programs
+    on the export directory and through the mounts."""
+    inputs = smallfiles.Inputs(spec, h.work)
+    out = {"inputs": inputs.describe(), "export_options": h.export_options, "repeats": spec["repeats"],
+           "ops_n": spec["ops"], "ops": {}}
+    server = lambda: smallfiles.metrics_calls(h.metrics, "server")
+    for t, (mnt, _) in mounts.items():
+        out["ops"][f"fuse {t}"] = smallfiles.per_op(mnt, spec["ops"], server,
+                                                   lambda: smallfiles.metrics_calls(h.client_metrics[t], "client"))
+        print(f"small-file operations over {t}: " + ", ".join(
+            f"{op} {v['us']:.0f} µs {v['calls']:.1f} calls" for op, v in out["ops"][f"fuse {t}"].items()),
+            file=sys.stderr)
+    targets = {"export dir": h.export, **{f"fuse {t}": mnt for t, (mnt, _) in mounts.items()}}
+    out["workloads"] = smallfiles.workloads(inputs, targets, spec["repeats"], log=lambda m: print(m, file=sys.stderr))
+    return out
+
+
 def host_run(a, p, out, engine):
     """The host's matrix: every cell of preset p, baselines, metadata, peers."""
     h = harness.Host(a.build, a.provider, addr=a.server_address)
     try:
-        h.start_server()
+        h.start_server(p.get("export_options", "rw,no_root_squash,async"))
         h.start_fabric_bench()
         result = {"preset": a.preset, "started": datetime.datetime.now().isoformat(timespec="seconds"),
                   "host": host_description(h), "seconds": p["seconds"], "repeats": p["repeats"], "cells": [],
@@ -102,9 +122,10 @@ def host_run(a, p, out, engine):
             how = f"RPC-RDMA, libfabric {h.provider} provider" if t == "rdma" else "TCP"
             print(f"mounted {h.addr}:{h.export} on {mnt} over {how}", file=sys.stderr)
         # Lay each transport's file out once (through the engine), and one for the local baseline.
-        for t in p["transports"]:
+        for t in p["transports"] if p["cells"] else ():
             matrix.lay_out(matrix.engine_args(h, engine, t, f"data-{t}"), p["size"])
-        matrix.lay_out(matrix.file_args(os.path.join(h.export, "data-local")), p["size"])
+        if p["cells"]:
+            matrix.lay_out(matrix.file_args(os.path.join(h.export, "data-local")), p["size"])
         plan = [(t, path, c) for c in p["cells"] for t in p["transports"] for path in p["paths"]]
         plan += [("local", "local", c) for c in p["cells"]]
         if a.fio_client:
@@ -156,6 +177,8 @@ def host_run(a, p, out, engine):
             print(f"metadata over {t}: {m['files']} files: " + ", ".join(
                 f"{k} {m[k]['per_s']:.0f}/s" for k in ("create", "stat", "unlink")) + ", " + metadata.lock_text(m),
                 file=sys.stderr)
+        if p.get("smallfiles"):
+            result["smallfiles"] = host_smallfiles(h, p["smallfiles"], mounts)
         if p.get("transfer_jobs"):
             result["transfer"] = transfer.run(a, p, engine, measure, prog)
         peers.run(h, peer_plan, result, prog, p, measure)

@@ -39,10 +39,29 @@ t = {(c["transport"], c["transfer"]) for c in r["transfer"] if c["bw_MiBps"]["me
 assert t == {(x, y) for x in ("rdma", "tcp") for y in ("1 MiB", "4 MiB")}, t
 PY
 grep -q "^transfer sizes" "$WORK/table" || fail "no transfer-size table"
+# Small files: every program on the export directory and through both mounts,
+# each small-file operation with its calls and the three parts of its time.
+python3 - "$WORK/out/results.json" <<'PY' || fail "the small-file results are incomplete"
+import json, sys
+sf = json.load(open(sys.argv[1]))["smallfiles"]
+targets = {"export dir", "fuse rdma", "fuse tcp"}
+assert set(sf["workloads"]) == {"tar -x", "rm -rf", "rsync -a", "git clone", "git status x2", "sqlite"}, sf["workloads"]
+for prog, by in sf["workloads"].items():
+    assert set(by) == targets and all(isinstance(v, float) and v > 0 for v in by.values()), (prog, by)
+assert sf["inputs"]["tar_files"] == 100 and sf["inputs"]["repo_files"] > 0, sf["inputs"]
+for t in ("fuse rdma", "fuse tcp"):
+    ops = sf["ops"][t]
+    assert ops["create+write+close"]["calls"] >= 2 and ops["unlink"]["calls"] >= 1, ops
+    for op, v in ops.items():
+        assert v["us"] > 0 and None not in (v["outside_us"], v["wire_us"], v["server_us"]), (t, op, v)
+print("ok: small files through both mounts")
+PY
+grep -q "^small files" "$WORK/table" || fail "no small-file table"
 
 . "$TESTS_DIR/interop/report_check.sh"
 check_report "$WORK/out/report.html" 8
 grep -q "<h2>Transfer sizes</h2>" "$WORK/out/report.html" || fail "no transfer-size section in the report"
+grep -q "<h2>Small files</h2>" "$WORK/dom" || fail "no small-file section in the report"
 
 # The verdict at the top: RDMA ÷ TCP bandwidth with large blocks, recomputed
 # here from results.json (the geometric mean over the jobs both transports ran

@@ -117,13 +117,14 @@ kernel_nfsd_up() {
   echo "rdma 20049" >/proc/fs/nfsd/portlist
 }
 
-# ours_up DIR LOG: nfsrdma-server on verbs exporting DIR, listening on every
+# ours_up DIR LOG [ARG...]: nfsrdma-server on verbs exporting DIR, with any
+# further arguments given, listening on every
 # address (so verbs must open the domain of the device a client comes in on),
 # its output appended to LOG. Started in a subshell, so no shell owns it as a
 # job and says "Killed" when it is (pgrep finds it by its command line).
 ours_up() {
   ("${BUILD:?}/server/nfsrdma-server" --provider verbs --port $PORT --mount-port $MPORT --rdma-port $RPORT \
-    --no-register --state-dir /tmp/state --export "$1 *(rw,no_root_squash)" >>"$2" 2>&1 &)
+    --no-register --state-dir /tmp/state --export "$1 *(rw,no_root_squash)" "${@:3}" >>"$2" 2>&1 &)
   local i
   for i in $(seq 100); do
     grep -q "listening: NFSv3 on tcp" "$2" 2>/dev/null && (exec 3<>"/dev/tcp/$SERVER_IP/$PORT") 2>/dev/null &&
