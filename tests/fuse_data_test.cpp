@@ -232,7 +232,19 @@ TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {
   EXPECT_EQ(made["SETATTR"], kFiles);
   EXPECT_EQ(made["WRITE"], kFiles);
   EXPECT_EQ(made["COMMIT"], 0) << "a file that fits one WRITE is written FILE_SYNC, with no COMMIT";
+  EXPECT_EQ(made["LOOKUP"], 0) << "FUSE's lookup before each create, answered from the directory we made";
   EXPECT_LE(made["GETATTR"], 2);
+  // A stat after the close is answered from the WRITE's reply, as the kernel
+  // client answers it from its attribute cache, and says what the server has.
+  for (int i = 0; i < kFiles; ++i) {
+    struct stat st {}, direct {};
+    ASSERT_EQ(::stat(m("small/f" + std::to_string(i)).c_str(), &st), 0);
+    ASSERT_EQ(::stat(e("small/f" + std::to_string(i)).c_str(), &direct), 0);
+    EXPECT_EQ(st.st_size, 100);
+    EXPECT_EQ(st.st_mtim.tv_sec, direct.st_mtim.tv_sec);
+    EXPECT_EQ(st.st_mtim.tv_nsec, direct.st_mtim.tv_nsec);
+  }
+  EXPECT_LE(delta()["GETATTR"], 2) << "stat after a small file's close";
   for (int i = 0; i < kFiles; ++i) {
     char buf[200];
     int fd = ::open(m("small/f" + std::to_string(i)).c_str(), O_RDONLY);
@@ -250,6 +262,7 @@ TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {
   for (int i = 0; i < kFiles; ++i) ASSERT_EQ(::unlink(m("small/g" + std::to_string(i)).c_str()), 0);
   auto gone = delta();
   EXPECT_EQ(gone["RENAME"], kFiles);
+  EXPECT_EQ(gone["LOOKUP"], 0) << "the rename targets' lookups, answered the same way";
   EXPECT_EQ(gone["REMOVE"], kFiles);
   EXPECT_LE(gone["GETATTR"], 2);
   // What the cache answered is what the server has.

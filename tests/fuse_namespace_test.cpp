@@ -231,6 +231,33 @@ TEST_P(FuseMount, CloseToOpenSeesAnotherWritersChanges) {
   EXPECT_EQ(get(m("shared")), "version two, longer");
 }
 
+// A directory made through the mount is listed as we change it, and a lookup
+// of a name it lacks is answered without a call (SmallFilesCostTheCalls...).
+// A name made elsewhere is found as soon as a change of ours shows the
+// directory changed under us, or once acdirmin has passed; with
+// lookupcache=positive, at once.
+TEST_P(FuseMount, NamesMadeElsewhereInADirectoryMadeHereAreFound) {
+  remount("acdirmin=1");
+  ASSERT_EQ(::mkdir(m("d").c_str(), 0755), 0);
+  put(m("d/ours"), "x");
+  ::usleep(20000);  // past a tick of the server's coarse clock, so the directory's times move
+  put(e("d/theirs"), "y");
+  ::usleep(20000);
+  put(m("d/ours2"), "x");  // its CREATE shows the directory was not as we left it
+  EXPECT_EQ(::access(m("d/theirs").c_str(), F_OK), 0);
+  EXPECT_EQ(::access(m("d/nothing").c_str(), F_OK), -1);
+  ASSERT_EQ(::mkdir(m("d2").c_str(), 0755), 0);
+  put(m("d2/ours"), "x");
+  put(e("d2/theirs"), "y");
+  ::usleep(1100000);
+  EXPECT_EQ(::access(m("d2/theirs").c_str(), F_OK), 0) << "after acdirmin";
+  remount("lookupcache=positive");
+  ASSERT_EQ(::mkdir(m("d3").c_str(), 0755), 0);
+  put(m("d3/ours"), "x");
+  put(e("d3/theirs"), "y");
+  EXPECT_EQ(::access(m("d3/theirs").c_str(), F_OK), 0) << "lookupcache=positive";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);
 
 }  // namespace

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Filesystem>> Filesystem::connect(MountOptions o) {
   }
   fs->interrupts_ = std::make_unique<Interrupts>(c);
   fs->nodes_ = std::make_unique<NodeTable>(c.root());
-  fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_, *fs->small_pool_);
+  fs->writes_ = std::make_unique<WriteBack>(c, *fs->write_pool_, *fs->small_pool_, fs->attrs_epoch_);
   if (!fs->options_.local_posix_locks || !fs->options_.local_flock_locks) {
     // One lock client per mount, named after the host and the mount point:
     // a new instance on the same mount point takes over (and frees) the
@@ -172,8 +172,9 @@ fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a, fuse_ino_t pare
 }
 
 void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a, fuse_ino_t parent,
-                             const std::string& name, const post_op_attr& dir) {
+                             const std::string& name, const post_op_attr& dir, bool made_empty) {
   auto n = nodes_->remember(fh);
+  if (made_empty) n->listing_start(a);  // before the kernel can make anything in it
   fuse_entry_param e = entry_for(*n, a, parent, name, dir);
   if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);  // the kernel never got it
 }

@@ -101,8 +101,9 @@ class Filesystem {
   // The entry for `n`, found as `name` in `parent`, whose attributes are `dir`.
   fuse_entry_param entry_for(Node& n, const nfs3::fattr3& a, fuse_ino_t parent, const std::string& name,
                              const nfs3::post_op_attr& dir);
+  // `made_empty`: a directory our MKDIR just made, whose listing starts empty (Node::listing_start).
   void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a, fuse_ino_t parent,
-                   const std::string& name, const nfs3::post_op_attr& dir);
+                   const std::string& name, const nfs3::post_op_attr& dir, bool made_empty = false);
   // After CREATE/MKDIR/SYMLINK/MKNOD: the entry from the reply, or LOOKUP when
   // the server left out the handle or attributes (they are optional).
   void reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,

@@ -63,6 +63,7 @@ void Filesystem::hide_if_open(const nfs_fh3& dir, const std::string& name, const
     std::string hidden = fmt::format(".nfs{:016x}{:08x}", id, ++hidden_seq_);
     RENAME3args a{{dir, name}, {dir, hidden}};
     others_changed();
+    if (auto d = nodes_->find(dir)) d->listing_drop();  // a name the kernel never made
     nfs_->call<RENAME3res>(Proc::RENAME, a, [this, n, dir, hidden, who, then](Result<RENAME3res> rr) {
       others_changed();
       if (int e = failed(rr)) return then(false, e);

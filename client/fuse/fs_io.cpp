@@ -76,6 +76,7 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
       delete opened(&fi);
       return (void)fuse_reply_err(req, e);
     }
+    dir->listing_apply(r->dir_wcc, nullptr, &nm);
     if (!exclusive || !r->obj) return reply_created(req, dir, nm, *r, &fi);
     SETATTR3args s;
     s.object = *r->obj;

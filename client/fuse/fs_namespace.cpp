@@ -33,6 +33,11 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   auto dir = node(req, parent);
   if (!dir) return;
   if (std::strlen(name) > name_max_) return (void)fuse_reply_err(req, ENAMETOOLONG);
+  fuse_entry_param none{};  // entry_timeout 0: the kernel asks again, and we know again
+  if (options_.lookupcache == LookupCache::all && !options_.noac &&
+      dir->listing_lacks(name, std::chrono::seconds(options_.acdirmin_s))) {
+    return (void)fuse_reply_entry(req, &none);
+  }
   auto who = caller(req);
   nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, nm = std::string(name)](
                                                                       Result<LOOKUP3res> r) {
@@ -126,8 +131,8 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
                                const CreateRes& res, fuse_file_info* fi) {
   remember_attrs(dir->fh, res.dir_wcc.after);
   auto finish = [this, req, parent = dir->ino, name, fi = fi ? std::optional<fuse_file_info>(*fi) : std::nullopt](
-                    const nfs_fh3& fh, const fattr3& a, const post_op_attr& da) {
-    if (!fi) return reply_entry(req, fh, a, parent, name, da);
+                    const nfs_fh3& fh, const fattr3& a, const post_op_attr& da, bool made_empty) {
+    if (!fi) return reply_entry(req, fh, a, parent, name, da, made_empty);
     auto n = nodes_->remember(fh);
     fuse_entry_param e = entry_for(*n, a, parent, name, da);
     {
@@ -145,7 +150,9 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
       delete opened(&out);
     }
   };
-  if (res.obj && res.obj_attributes) return finish(*res.obj, *res.obj_attributes, res.dir_wcc.after);
+  if (res.obj && res.obj_attributes) {
+    return finish(*res.obj, *res.obj_attributes, res.dir_wcc.after, res.obj_attributes->type == NF3DIR);
+  }
   // The open's state dies with a failed reply (no release will come).
   auto fail = [req, open = fi ? opened(fi) : nullptr](int e) {
     delete open;
@@ -154,12 +161,12 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
   auto who = caller(req);
   nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, finish, fail](Result<LOOKUP3res> r) {
     if (int e = failed(r)) return fail(e);
-    if (r->obj_attributes) return finish(r->object, *r->obj_attributes, r->dir_attributes);
+    if (r->obj_attributes) return finish(r->object, *r->obj_attributes, r->dir_attributes, false);
     nfs_fh3 fh = r->object;
     nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [fh, finish, fail, da = r->dir_attributes](
                                                            Result<GETATTR3res> g) {
       if (int e = failed(g)) return fail(e);
-      finish(fh, g->obj_attributes, da);
+      finish(fh, g->obj_attributes, da, false);
     });
   }, &who);
 }
@@ -171,6 +178,7 @@ void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, m
   std::string nm = name;
   auto done = [this, req, dir, nm](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   };
   dir->forget_attrs();
@@ -201,6 +209,7 @@ void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, m
   dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   }, &who);
 }
@@ -213,6 +222,7 @@ void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t paren
   dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   }, &who);
 }
@@ -224,8 +234,9 @@ void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, 
   auto remove = [this, req, proc, dir, nm = std::string(name), who] {
     others_changed();  // the file's nlink and ctime
     dir->forget_attrs();
-    nfs_->call<WccRes>(proc, diropargs3{dir->fh, nm}, [this, req, dir](Result<WccRes> r) {
+    nfs_->call<WccRes>(proc, diropargs3{dir->fh, nm}, [this, req, dir, nm](Result<WccRes> r) {
       others_changed();
+      if (r && r->status == NFS3_OK) dir->listing_apply(r->wcc, &nm, nullptr);
       if (r) remember_attrs(dir->fh, r->wcc.after);
       fuse_reply_err(req, failed(r));
     }, &who);
@@ -254,8 +265,15 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
     others_changed();  // the file's ctime, a directory's parent, a file renamed over
     from->forget_attrs();
     to->forget_attrs();
-    nfs_->call<RENAME3res>(Proc::RENAME, a, [this, req, p = from->ino, np = to->ino, a](Result<RENAME3res> r) {
+    nfs_->call<RENAME3res>(Proc::RENAME, a, [this, req, from, to, p = from->ino, np = to->ino, a](
+                                                 Result<RENAME3res> r) {
       others_changed();
+      if (r && r->status == NFS3_OK && from == to) {
+        from->listing_apply(r->fromdir_wcc, &a.from.name, &a.to.name);
+      } else if (r && r->status == NFS3_OK) {
+        from->listing_apply(r->fromdir_wcc, &a.from.name, nullptr);
+        to->listing_apply(r->todir_wcc, nullptr, &a.to.name);
+      }
       if (r) {
         remember_attrs(a.from.dir, r->fromdir_wcc.after);
         remember_attrs(a.to.dir, r->todir_wcc.after);
@@ -276,9 +294,11 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
   LINK3args a{n->fh, {dir->fh, newname}};
   others_changed();
   dir->forget_attrs();
-  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, newparent, nm = a.link.name, dh = dir->fh](Result<LINK3res> r) {
+  nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, dir, newparent, nm = a.link.name, dh = dir->fh](
+                                           Result<LINK3res> r) {
     others_changed();
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    dir->listing_apply(r->linkdir_wcc, nullptr, &nm);
     auto da = r->linkdir_wcc.after;
     remember_attrs(dh, da);
     if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes, newparent, nm, da);

@@ -1,5 +1,7 @@
 #include "client/fuse/node_table.hpp"
 
+#include <atomic>
+
 namespace nfsrdma::fuse {
 
 NodeTable::NodeTable(const nfs3::nfs_fh3& root) {
@@ -100,6 +102,12 @@ void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
     return x.seconds < y.seconds || (x.seconds == y.seconds && x.nseconds < y.nseconds);
   };
   if (attrs_ && attrs_epoch_ == epoch && older(a.ctime, attrs_->ctime)) return;
+  // A directory that is not as our last change left it: changed elsewhere.
+  if (listing_ && (a.mtime != listing_->mtime || a.ctime != listing_->ctime || a.size != listing_->size)) {
+    listing_drop_locked();
+  } else if (listing_) {
+    listing_->confirmed = std::chrono::steady_clock::now();  // the server says it is as we left it
+  }
   attrs_ = a;
   attrs_at_ = std::chrono::steady_clock::now();
   attrs_epoch_ = epoch;
@@ -117,6 +125,56 @@ std::optional<nfs3::fattr3> Node::recent_attrs(std::uint64_t epoch, std::chrono:
   auto max_age = attrs_->type == nfs3::NF3DIR ? dir_age : file_age;
   if (std::chrono::steady_clock::now() - attrs_at_ >= max_age) return std::nullopt;
   return attrs_;
+}
+
+namespace {
+// Names every listing holds together, so the mount's memory for them stays
+// bounded however many directories it makes.
+constexpr std::size_t kMaxListedNames = 1 << 18;
+std::atomic<std::size_t> listed_names{0};
+}  // namespace
+
+Node::~Node() { listing_drop_locked(); }
+
+void Node::listing_start(const nfs3::fattr3& attrs) {
+  std::lock_guard lk(attrs_mu_);
+  listing_drop_locked();
+  listing_.emplace();
+  listing_->size = attrs.size;
+  listing_->mtime = attrs.mtime;
+  listing_->ctime = attrs.ctime;
+  listing_->confirmed = std::chrono::steady_clock::now();
+}
+
+void Node::listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added) {
+  std::lock_guard lk(attrs_mu_);
+  if (!listing_) return;
+  Listing& l = *listing_;
+  const bool ours = wcc.before && wcc.after && wcc.before->size == l.size && wcc.before->mtime == l.mtime &&
+                    wcc.before->ctime == l.ctime;
+  if (!ours) return listing_drop_locked();
+  if (gone) listed_names -= l.names.erase(*gone);
+  if (added && l.names.insert(*added).second && ++listed_names > kMaxListedNames) return listing_drop_locked();
+  if (l.names.size() > kMaxListing) return listing_drop_locked();
+  l.size = wcc.after->size;
+  l.mtime = wcc.after->mtime;
+  l.ctime = wcc.after->ctime;
+  l.confirmed = std::chrono::steady_clock::now();
+}
+
+void Node::listing_drop() {
+  std::lock_guard lk(attrs_mu_);
+  listing_drop_locked();
+}
+
+void Node::listing_drop_locked() {
+  if (listing_) listed_names -= listing_->names.size();
+  listing_.reset();
+}
+
+bool Node::listing_lacks(const std::string& name, std::chrono::steady_clock::duration max_age) {
+  std::lock_guard lk(attrs_mu_);
+  return listing_ && std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(name);
 }
 
 }  // namespace nfsrdma::fuse

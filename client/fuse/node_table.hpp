@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "client/fuse/write_back.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
@@ -20,6 +21,7 @@
 namespace nfsrdma::fuse {
 
 struct Node {
+  ~Node();
   fuse_ino_t ino = 0;
   nfs3::nfs_fh3 fh;
   std::uint64_t nlookup = 0;  // guarded by NodeTable's lock
@@ -62,11 +64,36 @@ struct Node {
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                            std::chrono::steady_clock::duration dir_age);
 
+  // A directory's whole listing, while it is known: from its MKDIR through
+  // this mount (empty), through every change whose weak cache consistency
+  // data shows the directory as we last knew it before the change (so no
+  // one else changed it in between), as the kernel client keeps its negative
+  // entries valid through its own changes. A change that shows anything else,
+  // attributes that differ from what the last change left, or a listing
+  // grown past kMaxListing names, drops it. While kept, and confirmed less
+  // than `max_age` ago, a LOOKUP of a name not in it needs no call: the FUSE
+  // LOOKUP before every create costs nothing, as the kernel client's
+  // exclusive-create lookup does.
+  static constexpr std::size_t kMaxListing = 4096;
+  void listing_start(const nfs3::fattr3& attrs);
+  // Our change to the directory: `gone` left it, `added` joined it (either may be null).
+  void listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added);
+  void listing_drop();
+  bool listing_lacks(const std::string& name, std::chrono::steady_clock::duration max_age);
+
  private:
-  std::mutex attrs_mu_;
+  struct Listing {
+    std::unordered_set<std::string> names;
+    std::uint64_t size = 0;
+    nfs3::nfstime3 mtime, ctime;
+    std::chrono::steady_clock::time_point confirmed;
+  };
+  void listing_drop_locked();
+  std::mutex attrs_mu_;  // guards the attributes and the listing
   std::optional<nfs3::fattr3> attrs_;
   std::chrono::steady_clock::time_point attrs_at_;
   std::uint64_t attrs_epoch_ = 0;
+  std::optional<Listing> listing_;
 };
 
 class NodeTable {

@@ -17,8 +17,9 @@ constexpr auto kSendAfter = std::chrono::seconds(1);     // a filling chunk idle
 constexpr auto kCommitAfter = std::chrono::seconds(5);   // unstable data idle this long is committed
 }  // namespace
 
-WriteBack::WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small)
-    : nfs_(nfs), big_(big), small_(small) {
+WriteBack::WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small,
+                     const std::atomic<std::uint64_t>& attrs_epoch)
+    : nfs_(nfs), big_(big), small_(small), attrs_epoch_(attrs_epoch) {
   flusher_ = std::thread([this] { flusher_loop(); });
 }
 
@@ -122,13 +123,14 @@ void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e, bool stable) {
   a.stable = stable ? stable_how::FILE_SYNC : stable_how::UNSTABLE;
   a.data = {e->buf + e->sent, a.count};
   n->forget_attrs();
-  nfs_.write(a, [this, n, e](Result<WRITE3res> r) { on_written(n, e, std::move(r)); }, &e->who);
+  const std::uint64_t epoch = attrs_epoch_;
+  nfs_.write(a, [this, n, e, epoch](Result<WRITE3res> r) { on_written(n, e, epoch, std::move(r)); }, &e->who);
 }
 
-void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, Result<WRITE3res> r) {
+void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<WRITE3res> r) {
   FileWrites& w = n->writes;
   std::vector<std::function<void()>> run;
-  bool again = false;
+  bool again = false, settled = false;
   {
     std::lock_guard lk(w.mu);
     int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
@@ -147,10 +149,17 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, Result<WRI
       e->sent = 0;
       e->verf = r->verf;
     }
-    if (!again && --w.in_flight == 0) run.swap(w.drained);
+    if (!again && --w.in_flight == 0) {
+      run.swap(w.drained);
+      settled = r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after.has_value();
+    }
   }
   w.cv.notify_all();
   if (again) return send(n, e);
+  // The file's attributes after its last WRITE in flight: the GETATTR the
+  // kernel sends after a write is answered from them, as the kernel client
+  // keeps a WRITE's post-op attributes.
+  if (settled) n->remember_attrs(*r->file_wcc.after, epoch);
   for (auto& f : run) f();
   untrack_if_clean(*n);
 }

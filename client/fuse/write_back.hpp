@@ -24,6 +24,7 @@
 // may run the reply callback inside the call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -69,7 +70,9 @@ class WriteBack {
  public:
   // `big` chunks (wsize) take large writes and sequential runs; `small` ones
   // take small scattered writes, so those do not pin a whole chunk each.
-  WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small);
+  // `attrs_epoch`: the mount's (Filesystem::others_changed), under which a
+  // WRITE's reply leaves the file's attributes for the GETATTR after it.
+  WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small, const std::atomic<std::uint64_t>& attrs_epoch);
   ~WriteBack();
 
   // Takes `size` bytes for the file at `offset`, which `fill` copies to the
@@ -105,7 +108,7 @@ class WriteBack {
   Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone);
-  void on_written(const std::shared_ptr<Node>& n, Extent* e, Result<nfs3::WRITE3res> r);
+  void on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<nfs3::WRITE3res> r);
   using Waiters = std::vector<std::function<void(int)>>;
   void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
   void start_commit(const std::shared_ptr<Node>& n, Waiters waiters);
@@ -119,6 +122,7 @@ class WriteBack {
 
   client::NfsClient& nfs_;
   BufferPool &big_, &small_;
+  const std::atomic<std::uint64_t>& attrs_epoch_;
   // Lock order: a FileWrites mu before mu_.
   std::mutex mu_;  // guards dirty_, stopping_, commit_soon_
   std::condition_variable cv_;
