@@ -201,6 +201,25 @@ TEST_P(FuseMount, MountErrorsAreOneLineAndNothingIsMounted) {
 // after each change (FUSE drops its copy of the attributes) is answered from
 // what the change's reply brought. (The LOOKUP of a new name is FUSE's: it
 // asks before every create.)
+// WRITEs out together answer in any order: the size a stat reports after
+// them is the file's, not what an earlier WRITE's late reply said.
+TEST_P(FuseMount, SizeAfterWritesOutTogetherIsTheFiles) {
+  const std::string block(1 << 20, 'y');
+  for (int f = 0; f < 5; ++f) {
+    const std::string name = "together" + std::to_string(f);
+    int fd = ::open(m(name).c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(::write(fd, block.data(), block.size()), static_cast<ssize_t>(block.size()));
+    ASSERT_EQ(::fsync(fd), 0);
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 8 << 20);
+    ASSERT_EQ(::close(fd), 0);
+    EXPECT_EQ(::stat(m(name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 8 << 20);
+  }
+}
+
 TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {
   const std::uint16_t port = free_port();
   remount("metrics=127.0.0.1:" + std::to_string(port));

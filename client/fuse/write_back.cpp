@@ -149,16 +149,20 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint6
       e->sent = 0;
       e->verf = r->verf;
     }
+    // Replies of WRITEs out together may come back in any order, so only
+    // the reply of a WRITE that had the file to itself tells its state.
+    if (!again && w.in_flight > 1) w.overlapped = true;
     if (!again && --w.in_flight == 0) {
       run.swap(w.drained);
-      settled = r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after.has_value();
+      settled = !w.overlapped && r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after.has_value();
+      w.overlapped = false;
     }
   }
   w.cv.notify_all();
   if (again) return send(n, e);
-  // The file's attributes after its last WRITE in flight: the GETATTR the
-  // kernel sends after a write is answered from them, as the kernel client
-  // keeps a WRITE's post-op attributes.
+  // The file's attributes after a WRITE that was alone in flight: the
+  // GETATTR the kernel sends after a write is answered from them, as the
+  // kernel client keeps a WRITE's post-op attributes.
   if (settled) n->remember_attrs(*r->file_wcc.after, epoch);
   for (auto& f : run) f();
   untrack_if_clean(*n);

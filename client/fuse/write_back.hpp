@@ -59,6 +59,7 @@ struct FileWrites {
   std::list<Extent> extents;
   Extent* filling = nullptr;  // at most one extent takes more writes
   int in_flight = 0;
+  bool overlapped = false;  // since in_flight was last 0, two WRITEs were out at once
   int error = 0;
   bool committing = false;
   std::vector<std::function<void()>> drained;
