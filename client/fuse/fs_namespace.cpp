@@ -33,10 +33,10 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   auto dir = node(req, parent);
   if (!dir) return;
   if (std::strlen(name) > name_max_) return (void)fuse_reply_err(req, ENAMETOOLONG);
-  fuse_entry_param none{};  // entry_timeout 0: the kernel asks again, and we know again
   if (options_.lookupcache == LookupCache::all && !options_.noac &&
       dir->listing_lacks(name, std::chrono::seconds(options_.acdirmin_s))) {
-    return (void)fuse_reply_entry(req, &none);
+    fuse_entry_param absent{};  // entry_timeout 0: the kernel asks again, and we know again
+    return (void)fuse_reply_entry(req, &absent);
   }
   auto who = caller(req);
   nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, nm = std::string(name)](

@@ -172,9 +172,9 @@ void Node::listing_drop_locked() {
   listing_.reset();
 }
 
-bool Node::listing_lacks(const std::string& name, std::chrono::steady_clock::duration max_age) {
+bool Node::listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
-  return listing_ && std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(name);
+  return listing_ && std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
 }
 
 }  // namespace nfsrdma::fuse

@@ -79,12 +79,12 @@ struct Node {
   // Our change to the directory: `gone` left it, `added` joined it (either may be null).
   void listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added);
   void listing_drop();
-  bool listing_lacks(const std::string& name, std::chrono::steady_clock::duration max_age);
+  bool listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age);
 
  private:
-  struct Listing {
+  struct Listing {  // no member initializers: std::optional needs it default-constructible inside Node
     std::unordered_set<std::string> names;
-    std::uint64_t size = 0;
+    std::uint64_t size;
     nfs3::nfstime3 mtime, ctime;
     std::chrono::steady_clock::time_point confirmed;
   };
