@@ -69,15 +69,12 @@ int main(int argc, char** argv) {
   app.add_flag("--zero-copy", zero_copy, "Register the I/O buffers once, so data moves without copies over RDMA");
   CLI11_PARSE(app, argc, argv);
   init_logging("warn");
-  auto colon = server.find(':');
-  if (colon == std::string::npos) {
-    std::fprintf(stderr, "nfs_bench: --server must be host:/export\n");
-    return 2;
-  }
   const std::size_t bs = parse_size(bs_text);
   client::NfsClientOptions o;
-  o.host = server.substr(0, colon);
-  o.export_path = server.substr(colon + 1);
+  if (auto r = client::parse_source(server, o); !r) {
+    std::fprintf(stderr, "nfs_bench: --server %s\n", r.error().message.c_str());
+    return 2;
+  }
   o.proto = proto == "rdma" ? client::Proto::rdma : client::Proto::tcp;
   o.port = port;
   o.mount_port = mount_port;

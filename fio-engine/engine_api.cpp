@@ -83,15 +83,10 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
     return nullptr;
   };
   // host:/export, or [address]:/export for IPv6, as nfsrdma-fuse takes it.
-  std::string spec = p->export_spec ? p->export_spec : "";
-  const bool v6 = !spec.empty() && spec.front() == '[';
-  std::size_t colon = v6 ? spec.find("]:") + 1 : spec.find(':');
-  if (colon == 0 || colon == std::string::npos || colon + 1 >= spec.size() || spec[colon + 1] != '/') {
-    return say("nfs_export must be host:/export or [address]:/export, not '" + spec + "'");
-  }
   client::NfsClientOptions o;
-  o.host = v6 ? spec.substr(1, colon - 2) : spec.substr(0, colon);
-  o.export_path = spec.substr(colon + 1);
+  if (auto r = client::parse_source(p->export_spec ? p->export_spec : "", o); !r) {
+    return say("nfs_export: " + r.error().message);
+  }
   o.proto = p->tcp ? client::Proto::tcp : client::Proto::rdma;
   o.provider = p->provider ? p->provider : "";
   o.port = static_cast<std::uint16_t>(p->port);

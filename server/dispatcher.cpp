@@ -61,10 +61,12 @@ Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* por
       inline_passed_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "worker"}})) {
   auto& r = metrics::registry();
   auto make = [&](const char* program, const char* proc) {
-    metrics::Labels l = {{"program", program}, {"proc", proc}};
-    return Series{&r.counter("nfsrdma_server_calls_total", "Calls answered, by program and procedure", l),
-                  &r.counter("nfsrdma_server_errors_total", "Calls answered with an RPC error or a non-OK status (a LOOKUP's NOENT is an answer, not an error)", l),
-                  &r.histogram("nfsrdma_server_call_seconds", "Time from a call's arrival to its reply", l)};
+    return metrics::call_series(
+        "nfsrdma_server",
+        {"Calls answered, by program and procedure",
+         "Calls answered with an RPC error or a non-OK status (a LOOKUP's NOENT is an answer, not an error)",
+         "Time from a call's arrival to its reply"},
+        {{"program", program}, {"proc", proc}});
   };
   for (std::uint32_t p = 0; p < kPrograms; ++p) {
     for (std::uint32_t proc = 0; proc < kProcs; ++proc) {

@@ -52,11 +52,7 @@ class Dispatcher {
 
   // Per program and procedure, made once: calls, errors (RPC or NFS status)
   // and how long each took from arrival to reply.
-  struct Series {
-    metrics::Counter* calls;
-    metrics::Counter* errors;
-    metrics::Histogram* seconds;
-  };
+  using Series = metrics::CallSeries;
   static constexpr std::uint32_t kProcs = 32;
   static constexpr std::uint32_t kPrograms = 5;  // NFS, MOUNT, PORTMAP, NLM, NSM
   std::array<Series, kPrograms * kProcs + 1> series_{};  // the last for anything else

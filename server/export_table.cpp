@@ -137,13 +137,6 @@ const Export* ExportTable::by_id(std::uint32_t id) const {
   return nullptr;
 }
 
-const Export* ExportTable::by_path(const std::string& path) const {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const Export* e = find_path(p);
-  return e && !e->withdrawn() ? e : nullptr;
-}
-
 std::vector<const Export*> ExportTable::all() const {
   std::vector<const Export*> out;
   std::size_t n = count_.load(std::memory_order_acquire);

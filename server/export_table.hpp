@@ -19,13 +19,11 @@
 
 #include "lib/base/metrics.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
-#include "lib/transport/tcp/socket.hpp"
+#include "lib/base/fd.hpp"
 #include "server/exports.hpp"
 #include "server/file_handle.hpp"
 
 namespace nfsrdma::server {
-
-using tcp::Fd;
 
 struct Export {
   std::uint32_t id = 0;   // in every handle; also the fsid clients see
@@ -58,7 +56,6 @@ class ExportTable {
   Result<std::string> replace(std::vector<ExportEntry> entries);
 
   const Export* by_id(std::uint32_t id) const;  // nullptr when unknown or withdrawn
-  const Export* by_path(const std::string& path) const;
   std::vector<const Export*> all() const;  // those served now
   const HandleCodec& codec() const { return codec_; }
 

@@ -138,12 +138,6 @@ Result<ClientSpec> parse_client(const std::string& who) {
 
 }  // namespace
 
-std::uint16_t port_of(const sockaddr_storage& addr) {
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-  return 0;
-}
-
 std::string describe(const ExportOptions& o) {
   std::string s = o.rw ? "rw" : "ro";
   s += o.squash == Squash::none ? ",no_root_squash" : o.squash == Squash::all ? ",all_squash" : ",root_squash";

@@ -75,6 +75,5 @@ std::string describe(const ExportOptions& o);
 std::string describe_networks(const ClientSpec& c);
 
 using rpc::to_v6;  // addresses as 16 bytes, IPv4 mapped
-std::uint16_t port_of(const sockaddr_storage& addr);
 
 }  // namespace nfsrdma::server

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/fd.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
-#include "lib/transport/tcp/socket.hpp"
 #include "server/export_table.hpp"
 #include "server/exports.hpp"
 #include "server/file_handle.hpp"

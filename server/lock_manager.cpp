@@ -52,7 +52,7 @@ void LockManager::stop() {
 }
 
 LockManager::Stat LockManager::open_for_lock(const nfs3::nfs_fh3& fh, const sockaddr_storage& peer, bool write,
-                                             tcp::Fd& out) const {
+                                             Fd& out) const {
   if (!become_root()) return NLM4_FAILED;
   Object o;
   if (auto s = open_handle(exports_, fh, o); s != nfs3::NFS3_OK) {
@@ -74,7 +74,7 @@ LockManager::Stat LockManager::open_for_lock(const nfs3::nfs_fh3& fh, const sock
     NFSRDMA_LOG_LIMITED(warn, "nlm: cannot open a file to lock it: {}", std::strerror(errno));
     return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? NLM4_DENIED_NOLOCKS : NLM4_FAILED;
   }
-  out = tcp::Fd(fd);
+  out = Fd(fd);
   return NLM4_GRANTED;
 }
 
@@ -151,7 +151,7 @@ LockManager::Stat LockManager::lock(const LockRequest& r, const sockaddr_storage
 LockManager::Stat LockManager::test(const LockRequest& r, const sockaddr_storage& peer, nlm4_holder& holder) {
   std::lock_guard lk(mu_);
   const Key k = key_of(r.fh);
-  tcp::Fd probe;
+  Fd probe;
   int fd = -1;
   if (auto fit = files_.find(k); fit != files_.end()) {
     // Other clients' owners first, so the answer names one of them.
@@ -212,7 +212,7 @@ LockManager::Stat LockManager::cancel(const LockRequest& r) {
 LockManager::Stat LockManager::share(const LockOwner& o, const nfs3::nfs_fh3& fh, const sockaddr_storage& peer,
                                      fsh4_mode mode, fsh4_access access) {
   std::lock_guard lk(mu_);
-  tcp::Fd check;  // the file exists and the client may use its export
+  Fd check;  // the file exists and the client may use its export
   if (Stat s = open_for_lock(fh, peer, false, check); s != NLM4_GRANTED) return s;
   const Key k = key_of(fh);
   FileLocks& f = files_[k];

@@ -99,7 +99,7 @@ class LockManager {
 
  private:
   struct Holding {
-    tcp::Fd fd;  // opened by root for this owner alone: its OFD locks are the owner's
+    Fd fd;  // opened by root for this owner alone: its OFD locks are the owner's
     RangeSet ranges;
   };
   struct Share {
@@ -120,7 +120,7 @@ class LockManager {
 
   // The file `fh` names opened for locking (read-write, else read-only).
   // `write`: for an exclusive lock (NLM4_ROFS on a read-only export).
-  Stat open_for_lock(const nfs3::nfs_fh3& fh, const sockaddr_storage& peer, bool write, tcp::Fd& out) const;
+  Stat open_for_lock(const nfs3::nfs_fh3& fh, const sockaddr_storage& peer, bool write, Fd& out) const;
   // One fcntl(F_OFD_SETLK) and the mirror; mu_ held.
   Stat set_locked(FileLocks& f, const Key& k, const LockRequest& r, const sockaddr_storage* peer, bool unlock);
   void drop_if_empty_locked(const Key& k);

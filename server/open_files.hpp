@@ -25,8 +25,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "lib/base/fd.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
-#include "lib/transport/tcp/socket.hpp"
 
 namespace nfsrdma::server {
 
@@ -34,8 +34,8 @@ class OpenFiles {
  public:
   struct File {
     std::uint32_t export_id = 0;
-    tcp::Fd path;  // O_PATH
-    tcp::Fd io;    // O_RDONLY or O_WRONLY, opened as root; none for a directory
+    Fd path;  // O_PATH
+    Fd io;    // O_RDONLY or O_WRONLY, opened as root; none for a directory
   };
   // What an entry is kept for (the last byte of its key).
   enum class Use : char { read = 'r', write = 'w', dir = 'd' };

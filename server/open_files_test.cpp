@@ -16,7 +16,7 @@ nfs3::nfs_fh3 fh(std::uint8_t tag) {
   h.data[23] = tag;
   return h;
 }
-OpenFiles::File file() { return {1, tcp::Fd(::open("/", O_PATH | O_CLOEXEC)), tcp::Fd(::open("/", O_RDONLY | O_CLOEXEC))}; }
+OpenFiles::File file() { return {1, Fd(::open("/", O_PATH | O_CLOEXEC)), Fd(::open("/", O_RDONLY | O_CLOEXEC))}; }
 
 TEST(OpenFiles, KeepsReadersAndWritersApartAndForgetsBoth) {
   OpenFiles files(8, std::chrono::seconds(60));

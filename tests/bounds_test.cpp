@@ -36,8 +36,8 @@ class Bounds : public ::testing::Test {
   void still_served() { EXPECT_EQ(good_->getattr(root_).type, NF3DIR); }
 
   // A plain connection to the NFS port.
-  tcp::Fd raw(const char* source = "127.0.0.1", int rcvbuf = 0) {
-    tcp::Fd fd = connect_raw("127.0.0.1", server_->nfs_port(), {.source = source, .rcvbuf = rcvbuf});
+  Fd raw(const char* source = "127.0.0.1", int rcvbuf = 0) {
+    Fd fd = connect_raw("127.0.0.1", server_->nfs_port(), {.source = source, .rcvbuf = rcvbuf});
     EXPECT_TRUE(fd.valid());
     return fd;
   }
@@ -96,7 +96,7 @@ TEST_F(Bounds, AClientThatNeverReadsItsRepliesHoldsABoundedAmount) {
   good_->write(fh, 0, data);
   ASSERT_EQ(good_->read(fh, 0, 1 << 20), data);  // the heap as normal service leaves it
   const long before = rss_kib(server_->pid());
-  tcp::Fd hog = raw("127.0.0.1", 4096);
+  Fd hog = raw("127.0.0.1", 4096);
   std::atomic<int> sent{0};
   std::thread flood([&] {
     for (std::uint32_t i = 0; i < 600; ++i) {
@@ -136,7 +136,7 @@ TEST_F(Bounds, ManyNeverReadingConnectionsStayWithinTheMemoryBudget) {
   good_->write(fh, 0, data);
   ASSERT_EQ(good_->read(fh, 0, 1 << 20), data);
   const long before = rss_kib(server_->pid());
-  std::vector<tcp::Fd> hogs;
+  std::vector<Fd> hogs;
   for (const char* source : {"127.0.0.21", "127.0.0.22", "127.0.0.23"}) {
     for (int i = 0; i < 8; ++i) hogs.push_back(raw(source, 4096));
   }
@@ -179,8 +179,8 @@ TEST_F(Bounds, ManyNeverReadingConnectionsStayWithinTheMemoryBudget) {
 
 TEST_F(Bounds, IdleConnectionsAreClosedBusyOnesKept) {
   start({"--idle-timeout", "1"});
-  tcp::Fd idle = raw();
-  tcp::Fd busy = raw();
+  Fd idle = raw();
+  Fd busy = raw();
   for (int i = 0; i < 12; ++i) {
     ASSERT_TRUE(answers(busy.get())) << "a connection in use was closed after " << i * 250 << " ms";
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -193,14 +193,14 @@ TEST_F(Bounds, IdleConnectionsAreClosedBusyOnesKept) {
 TEST_F(Bounds, OneAddressCannotTakeEveryConnection) {
   start({"--max-connections-per-address", "4"});
   // The good client holds two (NFS and MOUNT); two more are allowed.
-  tcp::Fd a = raw(), b = raw();
+  Fd a = raw(), b = raw();
   EXPECT_TRUE(answers(a.get()));
   EXPECT_TRUE(answers(b.get()));
   for (int i = 0; i < 300; ++i) {
-    tcp::Fd c = raw();
+    Fd c = raw();
     ASSERT_TRUE(hung_up(c.get())) << "connection " << i + 5 << " from one address was served";
   }
-  tcp::Fd other = raw("127.0.0.2");
+  Fd other = raw("127.0.0.2");
   EXPECT_TRUE(answers(other.get())) << "another address was refused";
   // 300 refusals, logged at most once per 10 s.
   EXPECT_LE(log_lines_with("refusing connection from"), 2u);
@@ -210,13 +210,13 @@ TEST_F(Bounds, OneAddressCannotTakeEveryConnection) {
 
 TEST_F(Bounds, AtTheLimitTheLongestIdleConnectionMakesRoom) {
   start({"--max-connections", "4"});
-  tcp::Fd oldest = raw();
-  tcp::Fd newer = raw();
+  Fd oldest = raw();
+  Fd newer = raw();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(answers(newer.get()));
   still_served();
   ASSERT_TRUE(good_->mnt(dir_.path()).ok());  // the good client's MOUNT connection, used too
-  tcp::Fd newcomer = raw("127.0.0.3");
+  Fd newcomer = raw("127.0.0.3");
   EXPECT_TRUE(answers(newcomer.get())) << "a new client was refused while an idle connection was held";
   EXPECT_TRUE(hung_up(oldest.get())) << "the longest-idle connection was not the one closed";
   EXPECT_TRUE(answers(newer.get()));
@@ -234,7 +234,7 @@ TEST_F(Bounds, AFragmentedRecordCostsASmallMultipleOfAWholeOne) {
   xdr::encode(args, WRITE3args{fh, 0, 1 << 20, stable_how::UNSTABLE,
                                {reinterpret_cast<const std::uint8_t*>(data.data()), data.size()}});
   const auto call = make_call(0x4242, kProgram, kVersion, 7, args);
-  tcp::Fd fd = raw();
+  Fd fd = raw();
   double t0 = cpu_seconds(server_->pid());
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(put(fd.get(), record(call)));
@@ -265,7 +265,7 @@ TEST_F(Bounds, AFragmentedRecordCostsASmallMultipleOfAWholeOne) {
 TEST_F(Bounds, MountSpellingsAreOneEntryAndTheListIsCapped) {
   start();
   constexpr std::uint32_t kSpellings = 65'537;
-  tcp::Fd fd = connect_raw("127.0.0.1", server_->mount_port(), {.timeout_s = 30});
+  Fd fd = connect_raw("127.0.0.1", server_->mount_port(), {.timeout_s = 30});
   ASSERT_TRUE(fd.valid());
   const long before = rss_kib(server_->pid());
   std::thread writer([&] {

@@ -34,15 +34,15 @@ class Hostile : public ::testing::Test {
   }
   // The well-behaved client still gets answers.
   void still_served() { EXPECT_EQ(good_->getattr(root_).type, NF3DIR); }
-  tcp::Fd raw() {
+  Fd raw() {
     auto fd = tcp::connect_tcp("127.0.0.1", server_->nfs_port(), true);
     EXPECT_TRUE(fd.ok());
     return std::move(*fd);
   }
-  static void put(const tcp::Fd& fd, const std::vector<std::uint8_t>& b) {
+  static void put(const Fd& fd, const std::vector<std::uint8_t>& b) {
     ASSERT_EQ(::send(fd.get(), b.data(), b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(b.size()));
   }
-  static bool hung_up(const tcp::Fd& fd) {
+  static bool hung_up(const Fd& fd) {
     char byte;
     timeval tv{5, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

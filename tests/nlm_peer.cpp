@@ -14,8 +14,8 @@ namespace nfsrdma::test {
 
 namespace {
 
-tcp::Fd listen_on(const std::string& address, std::uint16_t port) {
-  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+Fd listen_on(const std::string& address, std::uint16_t port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
@@ -71,11 +71,11 @@ void PeerHost::serve(int listen_fd, bool portmap) {
       return;
     }
     open_.push_back(c);
-    threads_.emplace_back([this, c, portmap] { connection(tcp::Fd(c), portmap); });
+    threads_.emplace_back([this, c, portmap] { connection(Fd(c), portmap); });
   }
 }
 
-void PeerHost::connection(tcp::Fd fd, bool portmap) {
+void PeerHost::connection(Fd fd, bool portmap) {
   for (;;) {
     std::uint8_t mark[4];
     if (!read_full(fd.get(), mark, 4)) break;

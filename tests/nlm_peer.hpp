@@ -37,12 +37,12 @@ class PeerHost {
 
  private:
   void serve(int listen_fd, bool portmap);
-  void connection(tcp::Fd fd, bool portmap);
+  void connection(Fd fd, bool portmap);
 
   std::string address_;
   Handler handler_;
   bool ok_ = false;
-  tcp::Fd portmap_fd_, service_fd_;
+  Fd portmap_fd_, service_fd_;
   std::uint16_t service_port_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;

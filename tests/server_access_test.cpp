@@ -205,7 +205,7 @@ TEST_F(ServerAccess, AReservedPortTakenForThisServerIsPassedOver) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return a;
   };
-  tcp::Fd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Fd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
   ::setsockopt(holder.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in from = addr(1023), to = addr(server_->nfs_port());

@@ -79,8 +79,8 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-tcp::Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o) {
-  tcp::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (o.rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &o.rcvbuf, sizeof o.rcvbuf);
   timeval tv{o.timeout_s, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -114,7 +114,7 @@ std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
 // that a recent connection still holds in TIME_WAIT: the server's listeners
 // (libfabric's among them) would be refused those.
 std::string scrape(std::uint16_t port) {
-  tcp::Fd fd = connect_raw("127.0.0.1", port);
+  Fd fd = connect_raw("127.0.0.1", port);
   std::string out;
   if (!fd.valid()) return out;
   const std::string req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
@@ -135,7 +135,7 @@ std::uint16_t free_port() {
   socklen_t len = 0;
   auto addr = tcp::resolve(test_server_host(), 0, len);
   if (!addr) throw std::runtime_error(addr.error().describe());
-  tcp::Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd.get(), 1) != 0) {
     throw std::runtime_error(std::string("free_port: ") + std::strerror(errno));
   }

@@ -100,7 +100,7 @@ struct RawOptions {
   int timeout_s = 3;       // for send and recv
   bool reset_on_close = false;  // close with RST, leaving no TIME_WAIT behind
 };
-tcp::Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o = {});
+Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o = {});
 // One record-marked fragment holding `call`.
 std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call);
 

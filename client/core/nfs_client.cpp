@@ -14,21 +14,17 @@ using namespace nfs3;
 namespace {
 
 // Per procedure, shared by every client in the process (nconnect, fio jobs).
-struct ProcSeries {
-  metrics::Counter* calls;
-  metrics::Counter* errors;
-  metrics::Histogram* seconds;
-};
-ProcSeries& proc_series(Proc proc) {
+metrics::CallSeries& proc_series(Proc proc) {
   static constexpr std::uint32_t kProcs = 22;
-  static std::array<ProcSeries, kProcs + 1> table = [] {
-    std::array<ProcSeries, kProcs + 1> t{};
-    auto& r = metrics::registry();
+  static std::array<metrics::CallSeries, kProcs + 1> table = [] {
+    std::array<metrics::CallSeries, kProcs + 1> t{};
     for (std::uint32_t i = 0; i <= kProcs; ++i) {
-      metrics::Labels l = {{"proc", i < kProcs ? proc_name(i) : "other"}};
-      t[i] = {&r.counter("nfsrdma_client_calls_total", "NFS calls completed, by procedure", l),
-              &r.counter("nfsrdma_client_errors_total", "NFS calls that failed or returned a non-OK status (a LOOKUP's NOENT is an answer, not an error)", l),
-              &r.histogram("nfsrdma_client_call_seconds", "Time from a call's submission to its reply", l)};
+      t[i] = metrics::call_series(
+          "nfsrdma_client",
+          {"NFS calls completed, by procedure",
+           "NFS calls that failed or returned a non-OK status (a LOOKUP's NOENT is an answer, not an error)",
+           "Time from a call's submission to its reply"},
+          {{"proc", i < kProcs ? proc_name(i) : "other"}});
     }
     return t;
   }();
@@ -41,6 +37,28 @@ metrics::Counter& client_counter(const char* name, const char* help, const char*
 }
 
 }  // namespace
+
+Result<void> parse_source(std::string_view source, NfsClientOptions& options) {
+  auto bad = [&](const std::string& why) { return Error{ErrorDomain::config, EINVAL, Action::fail, why}; };
+  std::size_t colon;
+  if (!source.empty() && source.front() == '[') {
+    auto close = source.find(']');
+    if (close == std::string_view::npos || close + 1 >= source.size() || source[close + 1] != ':') {
+      return bad("'" + std::string(source) + "' is not [address]:/export");
+    }
+    options.host = std::string(source.substr(1, close - 1));
+    colon = close + 1;
+  } else {
+    colon = source.find(':');
+    if (colon == std::string_view::npos || colon == 0) return bad("'" + std::string(source) + "' is not host:/export");
+    options.host = std::string(source.substr(0, colon));
+  }
+  options.export_path = std::string(source.substr(colon + 1));
+  if (options.export_path.empty() || options.export_path.front() != '/') {
+    return bad("the export path in '" + std::string(source) + "' must start with /");
+  }
+  return {};
+}
 
 constexpr std::size_t kSpareBuffers = 256;
 
@@ -81,7 +99,7 @@ thread_local std::uint32_t CallOwner::current_ = 0;
 
 void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
   CallOwner as(owner);
-  ProcSeries& series = proc_series(proc);
+  metrics::CallSeries& series = proc_series(proc);
   series.calls->inc();
   // Every NFSv3 result but NULL's starts with its nfsstat3.
   if (!reply || (reply->size() >= 4 && counts_as_error(proc, xdr::load_be32(reply->data())))) series.errors->inc();

@@ -91,6 +91,10 @@ class CallOwner {
 // option) as addresses, at most 16, none empty.
 Result<std::vector<std::string>> parse_address_list(const std::string& option, const std::string& value);
 
+// "host:/export", or "[address]:/export" for IPv6, into options.host and
+// options.export_path: the one spelling of a server's export everywhere.
+Result<void> parse_source(std::string_view source, NfsClientOptions& options);
+
 struct Identity {
   std::uint32_t uid = 0, gid = 0;
   std::vector<std::uint32_t> groups;  // at most 16 are sent

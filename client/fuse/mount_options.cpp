@@ -213,26 +213,7 @@ const Option* find(std::string_view key, bool has_value) {
 std::span<const OptionDoc> mount_option_docs() { return kDocs; }
 
 Result<MountOptions> parse_mount(std::string_view source, std::string_view options, MountOptions o) {
-  // host:/export, with [addr] for IPv6.
-  std::size_t colon;
-  if (!source.empty() && source.front() == '[') {
-    auto close = source.find(']');
-    if (close == std::string_view::npos || close + 1 >= source.size() || source[close + 1] != ':') {
-      return bad("source '" + std::string(source) + "' is not [address]:/export");
-    }
-    o.nfs.host = std::string(source.substr(1, close - 1));
-    colon = close + 1;
-  } else {
-    colon = source.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return bad("source '" + std::string(source) + "' is not host:/export");
-    }
-    o.nfs.host = std::string(source.substr(0, colon));
-  }
-  o.nfs.export_path = std::string(source.substr(colon + 1));
-  if (o.nfs.export_path.empty() || o.nfs.export_path.front() != '/') {
-    return bad("export path in '" + std::string(source) + "' must start with /");
-  }
+  if (auto r = client::parse_source(source, o.nfs); !r) return bad("source " + r.error().message);
 
   while (!options.empty()) {
     auto comma = options.find(',');

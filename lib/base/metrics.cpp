@@ -141,4 +141,11 @@ Registry& registry() {
   return r;
 }
 
+CallSeries call_series(const std::string& prefix, const CallSeriesHelp& help, const Labels& labels) {
+  Registry& r = registry();
+  return {&r.counter(prefix + "_calls_total", help.calls, labels),
+          &r.counter(prefix + "_errors_total", help.errors, labels),
+          &r.histogram(prefix + "_call_seconds", help.seconds, labels)};
+}
+
 }  // namespace nfsrdma::metrics

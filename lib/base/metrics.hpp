@@ -78,4 +78,19 @@ class Registry {
 // The process's registry.
 Registry& registry();
 
+// The three series an RPC side keeps per procedure, in the process's
+// registry: `prefix`_calls_total, `prefix`_errors_total and
+// `prefix`_call_seconds, with `labels`.
+struct CallSeries {
+  Counter* calls = nullptr;
+  Counter* errors = nullptr;
+  Histogram* seconds = nullptr;
+};
+struct CallSeriesHelp {
+  const char* calls;
+  const char* errors;
+  const char* seconds;
+};
+CallSeries call_series(const std::string& prefix, const CallSeriesHelp& help, const Labels& labels);
+
 }  // namespace nfsrdma::metrics

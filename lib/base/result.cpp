@@ -6,17 +6,6 @@
 
 namespace nfsrdma {
 
-const char* domain_name(ErrorDomain d) {
-  switch (d) {
-    case ErrorDomain::sys: return "sys";
-    case ErrorDomain::xdr: return "xdr";
-    case ErrorDomain::rpc: return "rpc";
-    case ErrorDomain::fabric: return "fabric";
-    case ErrorDomain::config: return "config";
-  }
-  return "?";
-}
-
 std::string Error::describe() const {
   std::string s = message;
   if (domain == ErrorDomain::sys && code != 0) {

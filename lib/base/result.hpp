@@ -26,7 +26,6 @@ struct Error {
 };
 
 Error sys_error(int errnum, std::string what);
-const char* domain_name(ErrorDomain d);
 
 template <class T>
 class [[nodiscard]] Result {

@@ -180,7 +180,6 @@ class Endpoint {
   std::size_t send_queue_size() const { return send_queue_; }
   // The peer's address (fi_getpeer), for access control above.
   bool peer_address(sockaddr_storage& out, socklen_t& len) const;
-  std::string peer_name() const { return peer_; }
 
  private:
   explicit Endpoint(Domain& d) : domain_(d) {}

@@ -35,7 +35,7 @@ struct Target {
 
 // Closed with a reset, not into TIME_WAIT: thousands of those would hold the
 // machine's ports for a minute after the test.
-tcp::Fd connect_raw(const Target& t, int rcvbuf = 0) {
+Fd connect_raw(const Target& t, int rcvbuf = 0) {
   return test::connect_raw(t.host, t.port, {.source = t.source, .rcvbuf = rcvbuf, .timeout_s = 1, .reset_on_close = true});
 }
 
@@ -80,7 +80,7 @@ const nfs3::nfs_fh3& shared_file_handle(const Target& t) {
 }
 
 void idle(const Target& t, Clock::time_point end) {
-  std::vector<tcp::Fd> held(8);
+  std::vector<Fd> held(8);
   while (Clock::now() < end) {
     for (auto& fd : held) {
       if (!fd.valid() || closed_by_peer(fd.get())) fd = connect_raw(t);
@@ -95,7 +95,7 @@ void never_read(const Target& t, Clock::time_point end) {
   xdr::encode(args, nfs3::READ3args{fh, 0, 1 << 20});
   std::uint32_t xid = 1;
   while (Clock::now() < end) {
-    tcp::Fd fd = connect_raw(t, 4096);
+    Fd fd = connect_raw(t, 4096);
     while (fd.valid() && Clock::now() < end) {
       auto r = test::record(test::make_call(xid++, nfs3::kProgram, nfs3::kVersion, 6, args));
       if (::send(fd.get(), r.data(), r.size(), MSG_NOSIGNAL) < 0 && errno != EAGAIN) break;  // closed: again
@@ -117,7 +117,7 @@ void fragments(const Target& t, Clock::time_point end) {
   }
   std::vector<std::uint8_t> sink(1 << 16);
   while (Clock::now() < end) {
-    tcp::Fd fd = connect_raw(t);
+    Fd fd = connect_raw(t);
     if (fd.valid() && ::send(fd.get(), tiny.data(), tiny.size(), MSG_NOSIGNAL) > 0) {
       (void)::recv(fd.get(), sink.data(), sink.size(), 0);  // the reply (or a timeout): then hang up
     }
@@ -146,7 +146,7 @@ void log_forge(const Target& t, Clock::time_point end) {
 
 void connect_flood(const Target& t, Clock::time_point end) {
   while (Clock::now() < end) {
-    tcp::Fd fd = connect_raw(t);
+    Fd fd = connect_raw(t);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

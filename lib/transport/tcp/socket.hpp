@@ -1,5 +1,4 @@
-// Small socket helpers shared by the TCP client and server: an owning fd,
-// address parsing, and the one place we set the socket options we rely on.
+// Small socket helpers shared by the TCP client and server: address parsing, and the one place we set the socket options we rely on.
 #pragma once
 
 #include <netinet/in.h>
@@ -10,36 +9,10 @@
 #include <string>
 #include <utility>
 
+#include "lib/base/fd.hpp"
 #include "lib/base/result.hpp"
 
 namespace nfsrdma::tcp {
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // Resolves a numeric or named host and a port (no DNS beyond /etc/hosts is
 // needed for the addresses we use, but getaddrinfo handles both).
