@@ -251,6 +251,17 @@ TEST_P(FuseMount, NamesMadeElsewhereInADirectoryMadeHereAreFound) {
   put(e("d2/theirs"), "y");
   ::usleep(1100000);
   EXPECT_EQ(::access(m("d2/theirs").c_str(), F_OK), 0) << "after acdirmin";
+  // A change the server refuses says the listing is wrong: it goes.
+  ASSERT_EQ(::mkdir(m("d4").c_str(), 0755), 0);
+  ::usleep(20000);
+  put(e("d4/theirs"), "y");
+  EXPECT_EQ(::mkdir(m("d4/theirs").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EEXIST);
+  EXPECT_EQ(::access(m("d4/theirs").c_str(), F_OK), 0) << "after an EEXIST";
+  // A directory others may not search keeps no listing.
+  ASSERT_EQ(::mkdir(m("d5").c_str(), 0750), 0);
+  put(e("d5/theirs"), "y");
+  EXPECT_EQ(::access(m("d5/theirs").c_str(), F_OK), 0) << "mode 0750";
   remount("lookupcache=positive");
   ASSERT_EQ(::mkdir(m("d3").c_str(), 0755), 0);
   put(m("d3/ours"), "x");

@@ -11,7 +11,7 @@ cell whether the work is in processes, kernel threads or softirqs; the
 server's share is its own threads (nfsd's kernel threads, or nfsrdma-server),
 and the client's is the rest, soft-RoCE's work for both ends included.
 
-  guest.py --preset kernel|kernel-quick|kernel-smoke [--seconds S] [--repeats N]
+  guest.py --preset kernel|kernel-quick|kernel-smallfiles|kernel-smoke [--seconds S] [--repeats N]
 """
 import argparse
 import json

@@ -53,6 +53,11 @@ GUEST_PRESETS = {
     "kernel-quick": {"jobs": [("read", "1M", 16), ("write", "1M", 16), ("randread", "4k", 32),
                               ("randwrite", "4k", 32)], "seconds": 2, "repeats": 1, "size_MiB": 128, "files": 1000,
                      "smallfiles": dict(SMALLFILES, files=500, repo=None, txns=100, ops=200, repeats=1)},
+    # small files alone: 10,000 files created, stat'ed and unlinked through
+    # every mount, and the programs through the kernel's client and
+    # nfsrdma-fuse on nfsrdma-server, three rounds.
+    "kernel-smallfiles": {"jobs": [], "seconds": 1, "repeats": 1, "size_MiB": 16, "files": 10000,
+                          "smallfiles": dict(SMALLFILES, files=2000, ops=500)},
     # the test of the guest mode itself.
     "kernel-smoke": {"jobs": [("read", "1M", 16), ("randwrite", "4k", 32)], "seconds": 1, "repeats": 1,
                      "size_MiB": 32, "files": 100, "smallfiles": dict(SMALLFILES_SMOKE, files=30, txns=10, ops=20)},

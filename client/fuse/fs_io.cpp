@@ -73,6 +73,7 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
   nfs_->call<CreateRes>(Proc::CREATE, a, [this, req, who, exclusive, mode, dir, nm = std::string(name),
                                           fi = *fi](Result<CreateRes> r) mutable {
     if (int e = failed(r)) {
+      dir->listing_drop();  // no answer, or one that says the listing is wrong (EEXIST)
       delete opened(&fi);
       return (void)fuse_reply_err(req, e);
     }

@@ -177,7 +177,10 @@ void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, m
   auto who = caller(req);
   std::string nm = name;
   auto done = [this, req, dir, nm](Result<CreateRes> r) {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (int e = failed(r)) {
+      dir->listing_drop();  // no answer, or one that says the listing is wrong (EEXIST)
+      return (void)fuse_reply_err(req, e);
+    }
     dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   };
@@ -208,7 +211,10 @@ void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, m
   a.attributes.mode = mode & 07777;
   dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::MKDIR, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (int e = failed(r)) {
+      dir->listing_drop();
+      return (void)fuse_reply_err(req, e);
+    }
     dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   }, &who);
@@ -221,7 +227,10 @@ void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t paren
   SYMLINK3args a{{dir->fh, name}, {}, target};
   dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (int e = failed(r)) {
+      dir->listing_drop();
+      return (void)fuse_reply_err(req, e);
+    }
     dir->listing_apply(r->dir_wcc, nullptr, &nm);
     reply_created(req, dir, nm, *r);
   }, &who);
@@ -236,7 +245,12 @@ void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, 
     dir->forget_attrs();
     nfs_->call<WccRes>(proc, diropargs3{dir->fh, nm}, [this, req, dir, nm](Result<WccRes> r) {
       others_changed();
-      if (r && r->status == NFS3_OK) dir->listing_apply(r->wcc, &nm, nullptr);
+      // A call that failed or went unanswered may still have changed it.
+      if (r && r->status == NFS3_OK) {
+        dir->listing_apply(r->wcc, &nm, nullptr);
+      } else {
+        dir->listing_drop();
+      }
       if (r) remember_attrs(dir->fh, r->wcc.after);
       fuse_reply_err(req, failed(r));
     }, &who);
@@ -273,6 +287,9 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
       } else if (r && r->status == NFS3_OK) {
         from->listing_apply(r->fromdir_wcc, &a.from.name, nullptr);
         to->listing_apply(r->todir_wcc, nullptr, &a.to.name);
+      } else {
+        from->listing_drop();
+        to->listing_drop();
       }
       if (r) {
         remember_attrs(a.from.dir, r->fromdir_wcc.after);
@@ -297,7 +314,10 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
   nfs_->call<LINK3res>(Proc::LINK, a, [this, req, n, dir, newparent, nm = a.link.name, dh = dir->fh](
                                            Result<LINK3res> r) {
     others_changed();
-    if (int e = failed(r)) return (void)fuse_reply_err(req, e);
+    if (int e = failed(r)) {
+      dir->listing_drop();
+      return (void)fuse_reply_err(req, e);
+    }
     dir->listing_apply(r->linkdir_wcc, nullptr, &nm);
     auto da = r->linkdir_wcc.after;
     remember_attrs(dh, da);

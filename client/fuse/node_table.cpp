@@ -1,5 +1,7 @@
 #include "client/fuse/node_table.hpp"
 
+#include <sys/stat.h>
+
 #include <atomic>
 
 namespace nfsrdma::fuse {
@@ -139,6 +141,9 @@ Node::~Node() { listing_drop_locked(); }
 void Node::listing_start(const nfs3::fattr3& attrs) {
   std::lock_guard lk(attrs_mu_);
   listing_drop_locked();
+  // Names in a directory others may not search are never cached: its
+  // lookups go to the server, which may refuse them.
+  if (!(attrs.mode & S_IXOTH)) return;
   listing_.emplace();
   listing_->size = attrs.size;
   listing_->mtime = attrs.mtime;

@@ -130,7 +130,7 @@ void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e, bool stable) {
 void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<WRITE3res> r) {
   FileWrites& w = n->writes;
   std::vector<std::function<void()>> run;
-  bool again = false, settled = false;
+  bool again = false;
   {
     std::lock_guard lk(w.mu);
     int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
@@ -154,16 +154,18 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint6
     if (!again && w.in_flight > 1) w.overlapped = true;
     if (!again && --w.in_flight == 0) {
       run.swap(w.drained);
-      settled = !w.overlapped && r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after.has_value();
+      // The file's attributes after a WRITE that was alone in flight: the
+      // GETATTR the kernel sends after a write is answered from them, as
+      // the kernel client keeps a WRITE's post-op attributes. Kept under
+      // the lock, before a WRITE or SETATTR sent next can forget them.
+      if (!w.overlapped && r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after) {
+        n->remember_attrs(*r->file_wcc.after, epoch);
+      }
       w.overlapped = false;
     }
   }
   w.cv.notify_all();
   if (again) return send(n, e);
-  // The file's attributes after a WRITE that was alone in flight: the
-  // GETATTR the kernel sends after a write is answered from them, as the
-  // kernel client keeps a WRITE's post-op attributes.
-  if (settled) n->remember_attrs(*r->file_wcc.after, epoch);
   for (auto& f : run) f();
   untrack_if_clean(*n);
 }
@@ -258,7 +260,12 @@ void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list
     std::vector<std::function<void()>> run;
     {
       std::lock_guard lk(n->writes.mu);
-      if (--n->writes.in_flight == 0) run.swap(n->writes.drained);
+      // A WRITE sent while the resends ran is not known to have been alone.
+      if (--n->writes.in_flight == 0) {
+        run.swap(n->writes.drained);
+      } else {
+        n->writes.overlapped = true;
+      }
     }
     for (auto& f : run) f();
     return start_commit(n, std::move(waiters));
