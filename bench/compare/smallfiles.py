@@ -188,12 +188,14 @@ class Inputs:
 
     def sqlite(self, path):
         db = sqlite3.connect(path, isolation_level=None)
-        db.execute("create table t (k integer primary key, v text)")
-        for i in range(self.spec["txns"]):
-            db.execute("begin")
-            db.execute("insert into t (v) values (?)", (f"row {i}",))
-            db.execute("commit")
-        db.close()
+        try:
+            db.execute("create table t (k integer primary key, v text)")
+            for i in range(self.spec["txns"]):
+                db.execute("begin")
+                db.execute("insert into t (v) values (?)", (f"row {i}",))
+                db.execute("commit")
+        finally:
+            db.close()  # a failed loop leaves no file open, so its directory can go
 
 
 def workloads(inputs, targets, repeats, log=None):
