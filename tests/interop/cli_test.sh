@@ -28,3 +28,12 @@ kill %1 2>/dev/null || true
 out=$("$NFSRDMA_SERVER" --log-level loud --export "$WORK/dir" 2>&1) && fail "bad log level accepted"
 grep -q "unknown log level" <<<"$out" || fail "bad log level message: $out"
 echo "ok: unknown log level refused"
+
+# The tests' own exit hooks (common.sh on_exit): every one registered runs,
+# the latest first, and the test keeps its status. One used to replace the
+# other, so a test that mounted in a namespace left the namespace behind.
+rc=0
+hooks=$(bash -c ". '$TESTS_DIR/interop/common.sh'; on_exit 'echo first'; on_exit 'echo second'; exit 3") || rc=$?
+[ "$rc" = 3 ] || fail "exit status through on_exit: $rc"
+[ "$hooks" = $'second\nfirst' ] || fail "on_exit hooks ran as: $hooks"
+echo "ok: on_exit runs every hook, the latest first"

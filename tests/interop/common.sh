@@ -26,8 +26,14 @@ cleanup() {
 }
 trap cleanup EXIT
 # on_exit 'commands': run them, then cleanup, when the test ends, whatever they
-# return (errexit is off there), keeping the test's own exit status.
-on_exit() { trap "rc=\$?; set +e; $1; cleanup; exit \$rc" EXIT; }
+# return (errexit is off there), keeping the test's own exit status. Each
+# call adds to what runs, the latest first (a mount in a namespace goes
+# before the namespace).
+EXIT_HOOKS=""
+on_exit() {
+  EXIT_HOOKS="$1"$'\n'"$EXIT_HOOKS"
+  trap "rc=\$?; set +e"$'\n'"$EXIT_HOOKS"$'\n'"cleanup; exit \$rc" EXIT
+}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
