@@ -64,16 +64,16 @@ struct Node {
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                            std::chrono::steady_clock::duration dir_age);
 
-  // A directory's whole listing, while it is known: from its MKDIR through
-  // this mount (empty), through every change whose weak cache consistency
-  // data shows the directory as we last knew it before the change (so no
-  // one else changed it in between), as the kernel client keeps its negative
-  // entries valid through its own changes. A change that shows anything else,
-  // attributes that differ from what the last change left, or a listing
-  // grown past kMaxListing names, drops it. While kept, and confirmed less
-  // than `max_age` ago, a LOOKUP of a name not in it needs no call: the FUSE
-  // LOOKUP before every create costs nothing, as the kernel client's
-  // exclusive-create lookup does.
+  // A directory's whole listing, while it is known (DESIGN.md "Listings of
+  // directories made here"): from its MKDIR through this mount (empty, and
+  // only for a directory others may search), through every change of ours
+  // whose weak cache consistency data shows the directory as our last change
+  // left it. Anything else drops it for good: someone else's change, a change
+  // of ours that failed or went unanswered, attributes seen that differ, a
+  // silly rename, kMaxListing names. While kept, and confirmed less than
+  // `max_age` ago, a LOOKUP of a name not in it needs no call: the FUSE
+  // LOOKUP before every create or rename costs nothing, as the kernel
+  // client's LOOKUP_EXCL and LOOKUP_RENAME_TARGET lookups do.
   static constexpr std::size_t kMaxListing = 4096;
   void listing_start(const nfs3::fattr3& attrs);
   // Our change to the directory: `gone` left it, `added` joined it (either may be null).

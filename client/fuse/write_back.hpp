@@ -124,7 +124,8 @@ class WriteBack {
   client::NfsClient& nfs_;
   BufferPool &big_, &small_;
   const std::atomic<std::uint64_t>& attrs_epoch_;
-  // Lock order: a FileWrites mu before mu_.
+  // Lock order: a FileWrites mu before mu_, and before its Node's attributes
+  // lock (on_written keeps a WRITE's attributes under the FileWrites mu).
   std::mutex mu_;  // guards dirty_, stopping_, commit_soon_
   std::condition_variable cv_;
   std::unordered_map<Node*, std::shared_ptr<Node>> dirty_;  // files with data not yet committed
