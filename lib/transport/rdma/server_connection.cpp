@@ -13,8 +13,8 @@ using rpcrdma::Header;
 
 thread_local const ServerConnection* ServerConnection::running_here_ = nullptr;
 
-void RequestChannel::send(rpc::ReplyMessage&& reply) { conn->reply(index, std::move(reply)); }
-void RequestChannel::drop() { conn->drop(index); }
+void RequestChannel::send(rpc::ReplyMessage&& reply) { conn->reply(*request, std::move(reply)); }
+void RequestChannel::drop() { conn->drop(*request); }
 void RequestChannel::close() { conn->close(); }
 const rpc::Peer& RequestChannel::peer() const { return conn->peer(); }
 
@@ -50,7 +50,7 @@ void ServerConnection::add_requests(std::size_t upto) {
     r.kind = CtxKind::rma;
     r.index = i;
     r.channel.conn = this;
-    r.channel.index = i;
+    r.channel.request = &r;
   }
   std::lock_guard lk(mu_);
   // The new ones last out: free_requests_ is taken from the back, where the
@@ -247,8 +247,7 @@ void ServerConnection::finish() {
   finished_ = true;
 }
 
-void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
-  Request& r = requests_[index];
+void ServerConnection::reply(Request& r, rpc::ReplyMessage&& msg) {
   r.reply = std::move(msg);
   r.dropped = false;
   // Run inline, the handler returns into advance(), which goes on from here.
@@ -259,8 +258,7 @@ void ServerConnection::reply(std::size_t index, rpc::ReplyMessage&& msg) {
   post(r);
 }
 
-void ServerConnection::drop(std::size_t index) {
-  Request& r = requests_[index];
+void ServerConnection::drop(Request& r) {
   r.dropped = true;
   if (running_here_ == this) {
     r.state = State::replied;
@@ -362,7 +360,7 @@ bool ServerConnection::buffer(Request& r, std::size_t bytes) {
     std::lock_guard lk(mu_);
     if (leases_ >= lease_cap()) {
       r.leasing = true;
-      parked_.push_back(r.index);
+      parked_.push_back(&r);
       return false;
     }
     ++leases_;
@@ -398,7 +396,7 @@ void ServerConnection::give_back(Request& r) {
 }
 
 void ServerConnection::give_slot(std::size_t slot) {
-  std::optional<std::size_t> next;
+  Request* next = nullptr;
   {
     std::lock_guard lk(mu_);
     --leases_;
@@ -410,7 +408,7 @@ void ServerConnection::give_slot(std::size_t slot) {
   }
   // ORDER: give outside mu_: give() may run a waiter of this connection.
   payload_->give(slot);
-  if (next) lease(requests_[*next]);
+  if (next) lease(*next);
 }
 
 // The progress thread's last act. A request the handler has, or one whose

@@ -76,13 +76,17 @@ enum class State : std::uint8_t {
   sending,        // the Send posted; the request ends when it completes
 };
 
+struct Request;
+
 // The way back from a request's call to its connection: one per request, lent
 // to the call (rpc::IncomingCall::channel) by a shared_ptr that shares the
 // connection's ownership, so no call allocates one.
 class RequestChannel final : public rpc::ReplyChannel {
  public:
   ServerConnection* conn = nullptr;
-  std::size_t index = 0;
+  // The request itself, not its index: workers reply while the progress
+  // thread may grow requests_, and a deque's operator[] reads its map.
+  Request* request = nullptr;
   void send(rpc::ReplyMessage&& reply) override;
   void drop() override;
   void close() override;
@@ -161,8 +165,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
 
   // From the handler, on any thread: the request goes back to the progress
   // thread (at once when the handler ran there, else through the inbox).
-  void reply(std::size_t index, rpc::ReplyMessage&& msg);
-  void drop(std::size_t index);
+  void reply(Request& r, rpc::ReplyMessage&& msg);
+  void drop(Request& r);
   const rpc::Peer& peer() const { return peer_; }
   const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
@@ -281,7 +285,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::vector<std::size_t> free_requests_;
   bool drained_ = false;  // the connection is gone: leases return at once
   std::size_t leases_ = 0;  // payload buffers held or asked of the pool
-  std::deque<std::size_t> parked_;  // requests whose lease waits past the cap
+  std::deque<Request*> parked_;  // requests whose lease waits past the cap
   std::atomic<bool> closing_{false}, finished_{false};
 };
 
