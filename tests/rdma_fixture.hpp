@@ -66,6 +66,7 @@ class OverRdma : public ::testing::Test {
     root_ = tcp.mount_root(dir_.path());
     rdma::RdmaClientOptions o;
     o.provider = test_provider();
+    o.inline_bytes = client_inline();
     auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
     ASSERT_TRUE(c.ok()) << c.error().describe() << "\n" << server_->log();
     rdma_ = std::move(*c);
@@ -77,6 +78,8 @@ class OverRdma : public ::testing::Test {
 
   // A short RMA deadline, so hostile chunks are dealt with within the test.
   virtual std::vector<std::string> server_args() const { return {"--rdma-timeout", "1"}; }
+  // What the client offers and sends inline.
+  virtual std::uint32_t client_inline() const { return rpcrdma::kDefaultInline; }
 
   template <class Res, class Args>
   Res call(Proc proc, const Args& args, Sizes sz = {}) {

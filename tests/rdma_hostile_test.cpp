@@ -375,9 +375,10 @@ TEST_F(OverRdmaPatient, ClientsThatNeverTakeTheirRepliesHoldABoundedAmount) {
 // that never send a call. Every credit's buffers and every request were made
 // at accept, with queues of 1024 each way: 2.3 MiB each on the tcp provider,
 // 6.1 MiB on verbs (soft-RoCE, the kernel suite). A connection now starts
-// with 8 credits' worth and grows with use: 578 and 650 KiB. What is left on
-// the tcp provider is mostly its own, about 450 KiB of transfer entries per
-// endpoint, made at the first posted receive.
+// with 8 credits' worth and grows with use: 578 and 650 KiB; with 8 KiB
+// inline buffers (4 KiB before) 594 and 777 KiB. What is left on the tcp
+// provider is mostly its own, about 450 KiB of transfer entries per endpoint,
+// made at the first posted receive.
 class OverRdmaManyIdle : public OverRdma {
  protected:
   std::vector<std::string> server_args() const override { return {"--max-connections-per-address", "200"}; }
@@ -395,7 +396,7 @@ TEST_F(OverRdmaManyIdle, AnIdleConnectionCostsLittle) {
               test_provider().c_str(), before, after, (after - before) / kIdle);
   EXPECT_EQ(call<GETATTR3res>(Proc::GETATTR, FhArgs{root_}).status, NFS3_OK);
   if (!kSanitized) {
-    EXPECT_LT((after - before) / kIdle, 768) << "KiB per idle connection";
+    EXPECT_LT((after - before) / kIdle, 896) << "KiB per idle connection";
   }
 }
 

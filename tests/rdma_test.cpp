@@ -19,7 +19,7 @@ TEST_F(OverRdma, NullAndGetattr) {
   auto g = call<GETATTR3res>(Proc::GETATTR, FhArgs{root_});
   ASSERT_EQ(g.status, NFS3_OK);
   EXPECT_EQ(g.obj_attributes.type, NF3DIR);
-  EXPECT_EQ(rdma_->peer_inline_receive(), 4096u);
+  EXPECT_EQ(rdma_->peer_inline_receive(), 8192u);
 }
 
 // A connection starts with 8 credits, so an idle one holds the buffers of 8
@@ -68,12 +68,12 @@ TEST_F(OverRdma, OneMebibyteWriteByReadChunkAndReadByWriteChunk) {
   EXPECT_TRUE(rd.eof);
   EXPECT_TRUE(std::string(reinterpret_cast<const char*>(rd.data.data()), rd.data.size()) == data);
   // A short read: the server fills less of the Write chunk than offered.
-  auto tail = call<READ3res>(Proc::READ, READ3args{*cr.obj, (1u << 20) - 10, 4096}, {4096 + 256, 4096});
+  auto tail = call<READ3res>(Proc::READ, READ3args{*cr.obj, (1u << 20) - 10, 16384}, {16384 + 256, 16384});
   ASSERT_EQ(tail.status, NFS3_OK);
   EXPECT_EQ(tail.count, 10u);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(tail.data.data()), tail.data.size()), data.substr(data.size() - 10));
   // At end of file the Write chunk goes unused and comes back with length 0.
-  auto past = call<READ3res>(Proc::READ, READ3args{*cr.obj, 2u << 20, 4096}, {4096 + 256, 4096});
+  auto past = call<READ3res>(Proc::READ, READ3args{*cr.obj, 2u << 20, 16384}, {16384 + 256, 16384});
   ASSERT_EQ(past.status, NFS3_OK);
   EXPECT_EQ(past.count, 0u);
   EXPECT_TRUE(past.eof);
@@ -110,7 +110,13 @@ TEST_F(OverRdma, ReaddirOf5000EntriesThroughTheReplyChunk) {
   EXPECT_LT(rounds, 10);  // 64 KiB replies: far over the inline threshold
 }
 
-TEST_F(OverRdma, CallOverTheInlineThresholdGoesAsNomsg) {
+// No NFS call goes past 8 KiB without a payload: a client offering 4 KiB.
+class OverRdmaAtFourKiB : public OverRdma {
+ protected:
+  std::uint32_t client_inline() const override { return 4096; }
+};
+
+TEST_F(OverRdmaAtFourKiB, CallOverTheInlineThresholdGoesAsNomsg) {
   std::string target(4000, 'x');
   SYMLINK3args s;
   s.where = {root_, "long-link"};

@@ -346,11 +346,16 @@ class NfsClient {
 
 template <class Args>
 NfsClient::Sizes NfsClient::sizes_for(nfs3::Proc proc, const Args& args) {
-  // Reply sizes bound what RPC-over-RDMA offers (Write and Reply chunks); the
-  // slack covers the RPC reply header and the attributes before the data.
+  // Reply sizes bound what RPC-over-RDMA offers (Write and Reply chunks).
+  // A READ's part around its data is bounded exactly, so a Write chunk goes
+  // alone whenever an inline reply can hold that part (chunk_plan.hpp): the
+  // RPC reply header with the longest verifier (24 + 400 bytes), then status,
+  // post-op attributes, count, eof and the data's length (104).
+  constexpr std::uint32_t kReadRest = 24 + rpc::kMaxAuthBytes + 104;
+  // Other replies: the RPC header and the attributes around their listing.
   constexpr std::uint32_t kSlack = 1024;
   if constexpr (std::is_same_v<Args, nfs3::READ3args>) {
-    if (proc == nfs3::Proc::READ) return {args.count + kSlack, args.count};
+    if (proc == nfs3::Proc::READ) return {args.count + kReadRest, args.count};
   } else if constexpr (std::is_same_v<Args, nfs3::READDIR3args>) {
     return {args.count + kSlack, 0};
   } else if constexpr (std::is_same_v<Args, nfs3::READDIRPLUS3args>) {

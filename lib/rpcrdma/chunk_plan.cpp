@@ -24,12 +24,14 @@ Plan plan_call(const CallShape& s, std::uint32_t send_inline, std::uint32_t recv
     p.inline_bytes = 0;
   }
 
+  // As xprtrdma: a Write chunk alone when the rest of the reply fits inline,
+  // else one Reply chunk for all of it. Never both: Linux nfsd (6.1) fails a
+  // call that offers both with E2BIG and drops the connection.
   if (s.reply_max_bytes > recv_room) {
-    if (s.reply_payload_max > 0) {
+    const auto padded = static_cast<std::uint32_t>(xdr::pad4(s.reply_payload_max));
+    const std::uint32_t rest = s.reply_max_bytes > padded ? s.reply_max_bytes - padded : 0;
+    if (s.reply_payload_max > 0 && rest <= recv_room) {
       p.write_bytes = s.reply_payload_max;
-      const auto padded = static_cast<std::uint32_t>(xdr::pad4(s.reply_payload_max));
-      const std::uint32_t rest = s.reply_max_bytes > padded ? s.reply_max_bytes - padded : 0;
-      if (rest > recv_room) p.reply_bytes = rest;
     } else {
       p.reply_bytes = s.reply_max_bytes;
     }

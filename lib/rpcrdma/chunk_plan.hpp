@@ -7,9 +7,11 @@
 //        position; the payload's round-up is not sent (§3.4.5.2).
 //        else -> RDMA_NOMSG + a position-zero Read chunk carrying the whole call.
 // Reply: its largest size fits inline -> no chunk.
-//        else, with DDP-eligible results (READ data, READLINK path) -> a Write
-//        chunk for them, plus a Reply chunk if the rest still may not fit.
-//        else (READDIR, READDIRPLUS...) -> a Reply chunk for the whole reply.
+//        else, with DDP-eligible results (READ data, READLINK path) whose
+//        removal makes the rest fit -> a Write chunk for them alone.
+//        else -> a Reply chunk for the whole reply (READDIR, READDIRPLUS, a
+//        READ whose rest may not fit). Never a Write and a Reply chunk
+//        together, as xprtrdma: Linux nfsd refuses that pair.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,11 @@ struct Plan {
 // `send_inline`: the most we may send inline (the peer's receive size);
 // `recv_inline`: the most the peer may send us inline (our receive size).
 // The transport header is not counted: the thresholds apply to the whole
-// message, so both are reduced by `header_reserve` first.
+// message, so both are reduced by `header_reserve` first. Its default is what
+// our plans can add (a one-segment Read chunk in the call, a one-segment Write
+// chunk echoed in the reply: 52 bytes each over the 28 of an empty header).
+constexpr std::uint32_t kHeaderReserve = 128;
 Plan plan_call(const CallShape& shape, std::uint32_t send_inline, std::uint32_t recv_inline,
-               std::uint32_t header_reserve = 512);
+               std::uint32_t header_reserve = kHeaderReserve);
 
 }  // namespace nfsrdma::rpcrdma

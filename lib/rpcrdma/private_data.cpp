@@ -33,7 +33,11 @@ std::array<std::uint8_t, 8> encode_private(const ConnectPrivate& p) {
 
 std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data) {
   if (auto p = decode_at(data)) return p;
-  if (!data.empty() && data[0] >= 8 && data[0] < data.size()) return decode_at(data.subspan(1));
+  // A length byte in front; when what follows is not ours after all (the
+  // kernel's 0xab below is a plausible length too), go on to the next reading.
+  if (!data.empty() && data[0] >= 8 && data[0] < data.size()) {
+    if (auto p = decode_at(data.subspan(1))) return p;
+  }
   // libfabric's verbs provider reads the first byte of a peer's private data
   // as the length of what follows and hands over the rest: from the Linux
   // kernel (which sends RFC 8797 data unframed) the magic's first byte is gone.
@@ -52,6 +56,11 @@ std::uint32_t peer_receive_inline(const std::optional<ConnectPrivate>& theirs, s
   std::uint32_t theirs_bytes = theirs->peer_cannot_read_ours ? std::min(theirs->recv_size, kLegacyInline)
                                                              : theirs->recv_size;
   return std::min(theirs_bytes, ours);
+}
+
+std::uint32_t peer_send_inline(const std::optional<ConnectPrivate>& theirs, std::uint32_t ours) {
+  if (!theirs) return std::min(kLegacyInline, ours);
+  return std::min(theirs->send_size, ours);
 }
 
 }  // namespace nfsrdma::rpcrdma

@@ -13,7 +13,9 @@
 namespace nfsrdma::rpcrdma {
 
 constexpr std::uint32_t kPrivateMagic = 0xf6ab0e18;
-constexpr std::uint32_t kDefaultInline = 4096;  // what we offer
+// What we offer each way: a 4 KiB READ's reply or WRITE's call in one Send,
+// where 4 KiB thresholds took a Send and an RDMA Write or Read round trip.
+constexpr std::uint32_t kDefaultInline = 8192;
 constexpr std::uint32_t kLegacyInline = 1024;   // what we assume of a peer that says nothing (RFC 8166 §3.3.3)
 
 struct ConnectPrivate {
@@ -41,5 +43,12 @@ std::optional<ConnectPrivate> decode_private(std::span<const std::uint8_t> data)
 // that could not read ours, since it sized its receives to the 1024 it then
 // assumed we send (RFC 8797 §4: a receiver's buffers match the sender's size).
 std::uint32_t peer_receive_inline(const std::optional<ConnectPrivate>& theirs, std::uint32_t ours);
+
+// The most the peer may send us inline (RFC 8166 §3.3.2: the smaller of its
+// send size and our receive size), so a reply larger than that is given a
+// chunk. A peer that said nothing sends 1024 bytes at most (RFC 8166 §3.3.3).
+// One that could not read ours is Linux, whose nfsd sends up to its own send
+// size whatever the client said (svcrdma reads only the flags of ours).
+std::uint32_t peer_send_inline(const std::optional<ConnectPrivate>& theirs, std::uint32_t ours);
 
 }  // namespace nfsrdma::rpcrdma

@@ -187,11 +187,11 @@ TEST(RpcRdmaHeader, ValidateCall) {
 TEST(PrivateData, GoldenAndTolerant) {
   ConnectPrivate p;
   auto bytes = encode_private(p);
-  EXPECT_EQ(Bytes(bytes.begin(), bytes.end()), (Bytes{0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}));
+  EXPECT_EQ(Bytes(bytes.begin(), bytes.end()), (Bytes{0xf6, 0xab, 0x0e, 0x18, 1, 0, 7, 7}));  // 8 KiB each way
   auto d = decode_private(bytes);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->send_size, 4096u);
-  EXPECT_EQ(d->recv_size, 4096u);
+  EXPECT_EQ(d->send_size, 8192u);
+  EXPECT_EQ(d->recv_size, 8192u);
   Bytes prefixed = {8, 0xf6, 0xab, 0x0e, 0x18, 1, 1, 0, 255};
   auto q = decode_private(prefixed);
   ASSERT_TRUE(q);
@@ -215,6 +215,19 @@ TEST(PrivateData, GoldenAndTolerant) {
   EXPECT_EQ(k->recv_size, 4096u);
   for (std::size_t n = 0; n < 7; ++n) EXPECT_FALSE(decode_private(std::span(kernel.data(), n)));
   EXPECT_FALSE(decode_private(Bytes{0xab, 0x0e, 0x19, 1, 0, 3, 3}));
+  // The same as the kernel's nfsd accepts with on soft-RoCE: 246 bytes, so
+  // 0xab reads as a length byte that fits too (it was then taken for ours).
+  Bytes nfsd = {0xab, 0x0e, 0x18, 1, 0, 3, 3};
+  nfsd.resize(246, 0);
+  auto n = decode_private(nfsd);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->send_size, 4096u);
+  EXPECT_EQ(n->recv_size, 4096u);
+  EXPECT_TRUE(n->peer_cannot_read_ours);
+  EXPECT_EQ(peer_send_inline(n, 8192), 4096u);
+  EXPECT_EQ(peer_send_inline(d, 8192), 8192u);
+  EXPECT_EQ(peer_send_inline(d, 2048), 2048u);
+  EXPECT_EQ(peer_send_inline(std::nullopt, 8192), 1024u);
   // What we may send inline: theirs within ours; 1024 when they said nothing,
   // and when they could not read ours (the kernel, through verbs).
   EXPECT_TRUE(k->peer_cannot_read_ours);
@@ -267,6 +280,33 @@ TEST(ChunkPlan, ReadResultsUseAWriteChunkAndDirectoriesAReplyChunk) {
   EXPECT_EQ(readdir.reply_bytes, 65536u);
   Plan legacy_peer = plan_call({900, 0, 0, 200, 0}, kLegacyInline, 4096);
   EXPECT_EQ(legacy_peer.proc, RDMA_NOMSG);
+}
+
+TEST(ChunkPlan, WriteAndReplyChunksAreNeverOfferedTogether) {
+  // Linux nfsd fails a call offering both (E2BIG) and drops the connection.
+  // Whatever the thresholds and sizes: a Write chunk alone when the rest fits
+  // inline, else a Reply chunk large enough for the whole reply.
+  for (std::uint32_t inl = 1024; inl <= 8192; inl += 1024) {
+    for (std::uint32_t data : {1u, 600u, 1000u, 4096u, 8192u, 65536u, 1u << 20}) {
+      for (std::uint32_t rest : {200u, 528u, 900u, 1024u, 4096u}) {
+        const std::uint32_t reply_max = rest + static_cast<std::uint32_t>(xdr::pad4(data));
+        Plan p = plan_call({140, 0, 0, reply_max, data}, inl, inl);
+        SCOPED_TRACE(testing::Message() << "inline " << inl << " data " << data << " rest " << rest);
+        EXPECT_FALSE(p.write_bytes && p.reply_bytes);
+        if (reply_max <= inl - kHeaderReserve) {
+          EXPECT_EQ(p.write_bytes + p.reply_bytes, 0u);
+        } else if (rest <= inl - kHeaderReserve) {
+          EXPECT_EQ(p.write_bytes, data);
+        } else {
+          EXPECT_EQ(p.reply_bytes, reply_max);
+        }
+      }
+    }
+  }
+  // A READ's exact rest (528 bytes) fits even the 1 KiB minimum: Write chunk.
+  Plan legacy_read = plan_call({140, 0, 0, 528 + 4096, 4096}, kLegacyInline, kLegacyInline);
+  EXPECT_EQ(legacy_read.write_bytes, 4096u);
+  EXPECT_EQ(legacy_read.reply_bytes, 0u);
 }
 
 }  // namespace

@@ -94,7 +94,9 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
     return e;
   }
   c->ep_ = std::move(*ep);
-  c->peer_recv_inline_ = rpcrdma::peer_receive_inline(rpcrdma::decode_private(theirs), options.inline_bytes);
+  const auto peer = rpcrdma::decode_private(theirs);
+  c->peer_recv_inline_ = rpcrdma::peer_receive_inline(peer, options.inline_bytes);
+  c->peer_send_inline_ = rpcrdma::peer_send_inline(peer, options.inline_bytes);
   if (!options.caller_progress) c->progress_ = std::thread([self] { self->progress_loop(); });
   return c;
 }
@@ -204,7 +206,7 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   const auto total = static_cast<std::uint32_t>(in.size());
   rpcrdma::CallShape shape{total, static_cast<std::uint32_t>(in.head.size()), static_cast<std::uint32_t>(in.payload.size()),
                            call.reply_max, call.reply_payload_max};
-  rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, options_.inline_bytes);
+  rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, peer_send_inline_);
   const bool direct_read = call.payload_registered && plan.proc == rpcrdma::RDMA_MSG && plan.read_bytes;
   const bool direct_write = plan.write_bytes && call.direct_reply.size() >= plan.write_bytes;
   const std::size_t cap = bounce_->slot_bytes();

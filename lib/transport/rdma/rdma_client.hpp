@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "lib/rpc/transport.hpp"
+#include "lib/rpcrdma/private_data.hpp"
 #include "lib/transport/rdma/buffers.hpp"
 
 namespace nfsrdma::rdma {
@@ -34,7 +35,7 @@ namespace nfsrdma::rdma {
 struct RdmaClientOptions {
   std::string provider;              // empty: verbs if present, else tcp
   std::uint32_t max_credits = 128;   // never more calls in flight than this
-  std::uint32_t inline_bytes = 4096;
+  std::uint32_t inline_bytes = rpcrdma::kDefaultInline;
   std::size_t bounce_slots = 48;
   std::size_t bounce_bytes = (1u << 20) + 64 * 1024;
   int connect_timeout_ms = 5000;
@@ -124,7 +125,8 @@ class RdmaClient final : public rpc::ClientTransport {
   std::unique_ptr<fabric::Endpoint> ep_;
   std::unique_ptr<SlotPool> recv_pool_, send_pool_, bounce_;
   std::vector<SlotCtx> recv_ctx_, send_ctx_;
-  std::uint32_t peer_recv_inline_ = 1024;
+  std::uint32_t peer_recv_inline_ = rpcrdma::kLegacyInline;  // what it receives inline
+  std::uint32_t peer_send_inline_ = rpcrdma::kLegacyInline;  // what it may send us inline
 
   std::mutex mu_;  // guards everything below
   std::uint32_t credits_ = 1;

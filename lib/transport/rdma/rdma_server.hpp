@@ -49,6 +49,7 @@
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
+#include "lib/rpcrdma/private_data.hpp"
 #include "lib/transport/rdma/buffers.hpp"
 
 namespace nfsrdma::rdma {
@@ -58,7 +59,7 @@ struct RdmaServerOptions {
   std::string host;      // empty: every address
   std::uint16_t port = 20049;
   std::uint32_t credits = 128;
-  std::uint32_t inline_bytes = 4096;        // largest message we receive (and offer to send) inline
+  std::uint32_t inline_bytes = rpcrdma::kDefaultInline;  // largest message we receive (and offer to send) inline
   std::size_t payload_slots = 64;           // registered payload buffers, per device; a quarter per connection
   std::size_t payload_bytes = (1u << 20) + 64 * 1024;
   // Every request's own payload buffer, registered with its connection: a

@@ -321,13 +321,11 @@ Request* ServerConnection::take_request() {
     free_requests_.pop_back();
   }
   metrics_.in_use.add(1);
-  if (r->message.capacity() == 0) {
-    // Its first call: its buffers keep this room from call to call.
-    const auto& o = server_.options_;
-    r->message.reserve(o.inline_bytes);
-    r->body.reserve(o.inline_bytes);
-    r->head.reserve(rpcrdma::kMinHeaderBytes + 8 + rpcrdma::kMaxChunkSegments * 16);
-  }
+  // Its buffers keep this room from call to call (release() frees more).
+  const auto& o = server_.options_;
+  r->message.reserve(o.inline_bytes);
+  r->body.reserve(o.inline_bytes);
+  r->head.reserve(rpcrdma::kMinHeaderBytes + 8 + rpcrdma::kMaxChunkSegments * 16);
   return r;
 }
 
@@ -342,8 +340,17 @@ void ServerConnection::release(Request& r) {
   r.holds_recv = false;
   r.placed_at.reset();
   r.state = State::free;
-  r.body.clear();
-  r.reply.bytes.clear();
+  // Room past the inline size (a NOMSG call rebuilt, a reply built for a
+  // Reply chunk: up to megabytes) is not kept: the budget counts the inline
+  // room per request, and take_request() makes that again.
+  const std::size_t keep = server_.options_.inline_bytes;
+  for (auto* v : {&r.message, &r.body, &r.reply.bytes}) {
+    if (v->capacity() > keep) {
+      *v = std::vector<std::uint8_t>();
+    } else {
+      v->clear();
+    }
+  }
   std::lock_guard lk(mu_);
   free_requests_.push_back(r.index);
   metrics_.in_use.add(-1);

@@ -245,9 +245,11 @@ bool ServerConnection::chain(const Request& r, bool reply_chunk) const {
 }
 
 bool ServerConnection::fits_inline(const Request& r) const {
-  // Our header is at most this long: fixed words plus the echoed Write chunk.
-  const std::size_t header_max =
-      rpcrdma::kMinHeaderBytes + 8 + r.hdr.write_list.size() * (8 + 16 * rpcrdma::kMaxChunkSegments);
+  // Our header is at most this long: fixed words plus the Write list echoed
+  // (each chunk's present flag, count and segments), as the client counts it
+  // when it plans a Write chunk alone (rpcrdma::kHeaderReserve).
+  std::size_t header_max = rpcrdma::kMinHeaderBytes;
+  for (const auto& c : r.hdr.write_list) header_max += 8 + 16 * c.segments.size();
   return header_max + r.body.size() <= peer_recv_inline_;
 }
 
