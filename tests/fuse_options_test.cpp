@@ -319,7 +319,13 @@ TEST_P(Options, WhatAKilledWriterLeftGoesOutAtTheUnmount) {
   mount_->unmount();  // the daemon waits for the server to take the data, then exits
   later.join();
   EXPECT_EQ(get(e("lone")), "L");
-  EXPECT_NE(mount_->log().find("committed what 1 file(s) held at the unmount"), std::string::npos) << mount_->log();
+  // The unmount's commit took it, unless the session loop ended only after
+  // the server was back (a loaded machine): then the writer's flush went out
+  // on the reconnection first, and nothing was left to commit.
+  const std::string log = mount_->log();
+  if (log.find("unmounting ") < log.find("nfs: reconnected")) {
+    EXPECT_NE(log.find("committed what 1 file(s) held at the unmount"), std::string::npos) << log;
+  }
 }
 
 TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
