@@ -78,7 +78,7 @@ void MemoryBudget::charge(Kind kind, const Address& addr, std::size_t bytes) {
 
 void MemoryBudget::release(Kind kind, const Address& addr, std::size_t bytes) {
   if (bytes == 0) return;
-  std::vector<std::function<void()>> wake;
+  bool room_made = false;
   {
     std::lock_guard lk(mu_);
     auto it = by_address_.find(addr);
@@ -87,7 +87,6 @@ void MemoryBudget::release(Kind kind, const Address& addr, std::size_t bytes) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
     // Only a release that makes room for a waiting address wakes anyone:
     // addresses at their share stay asleep while others' calls come and go.
-    bool room_made = false;
     for (auto w = waiting_.begin(); w != waiting_.end();) {
       if (fits_locked(w->first, w->second)) {
         room_made = true;
@@ -96,11 +95,18 @@ void MemoryBudget::release(Kind kind, const Address& addr, std::size_t bytes) {
         ++w;
       }
     }
-    if (room_made) {
-      for (const auto& [id, w] : wakers_) wake.push_back(w);
-    }
   }
   held_[kind]->add(-static_cast<std::int64_t>(bytes));
+  if (!room_made) return;
+  // ORDER: wake_mu_, then mu_ (as forget()): the wakers run with wake_mu_
+  // held, so one forgotten is never run after forget() returned (its owner
+  // may be gone by then).
+  std::lock_guard wl(wake_mu_);
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, w] : wakers_) wake.push_back(w);
+  }
   for (auto& w : wake) w();
 }
 
@@ -111,6 +117,7 @@ std::size_t MemoryBudget::on_room(std::function<void()> wake) {
 }
 
 void MemoryBudget::forget(std::size_t waker) {
+  std::lock_guard wl(wake_mu_);  // a wake running now ends first
   std::lock_guard lk(mu_);
   wakers_.erase(waker);
 }

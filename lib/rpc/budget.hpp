@@ -54,9 +54,11 @@ class MemoryBudget {
   void charge(Kind kind, const Address& addr, std::size_t bytes);
   void release(Kind kind, const Address& addr, std::size_t bytes);
 
-  // `wake` runs (on the releasing thread, no lock held) after a release that
-  // makes room for someone who wait()ed; a transport registers one at start
-  // and forgets it (by the number returned) before it goes.
+  // `wake` runs (on the releasing thread, holding only the wakers' own lock)
+  // after a release that makes room for someone who wait()ed; a transport
+  // registers one at start and forgets it (by the number returned) before it
+  // goes: once forget() returns, it never runs again. A waker must not call
+  // into the budget.
   std::size_t on_room(std::function<void()> wake);
   void forget(std::size_t waker);
   // Someone from `addr` needs `bytes` more (counted as back-pressure of
@@ -75,7 +77,8 @@ class MemoryBudget {
   std::array<metrics::Counter*, kKinds> refused_{};
   bool fits_locked(const Address& addr, std::size_t bytes) const;
 
-  std::mutex mu_;  // guards by_address_, waiting_ and wakers_
+  std::mutex wake_mu_;  // held while wakers run, and by forget(); taken before mu_
+  std::mutex mu_;       // guards by_address_, waiting_ and wakers_
   std::map<Address, std::size_t> by_address_;
   std::map<Address, std::size_t> waiting_;  // address -> the most one of its waiters needs
   std::map<std::size_t, std::function<void()>> wakers_;

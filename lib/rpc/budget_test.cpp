@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 namespace nfsrdma::rpc {
 namespace {
 
@@ -52,6 +56,25 @@ TEST(MemoryBudget, AReleaseWakesOnlyWhenItMakesRoomForAWaiter) {
   EXPECT_EQ(woken, 1);
   b.release(MemoryBudget::tcp_records, addr(1), 10);
   EXPECT_EQ(woken, 1) << "woken again without a new wait()";
+}
+
+// A transport forgets its waker before it goes: a release on another thread
+// that is running the waker then must finish before forget() returns.
+TEST(MemoryBudget, AForgottenWakerNeverRunsAfterForgetReturns) {
+  MemoryBudget b(100, 60);
+  std::atomic<bool> started{false}, finished{false};
+  const auto id = b.on_room([&] {
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    finished = true;
+  });
+  ASSERT_TRUE(b.try_charge(MemoryBudget::tcp_records, addr(1), 60));
+  ASSERT_TRUE(b.wait(MemoryBudget::tcp_calls, addr(1), 20));
+  std::thread releaser([&] { b.release(MemoryBudget::tcp_records, addr(1), 60); });
+  while (!started) std::this_thread::yield();
+  b.forget(id);
+  EXPECT_TRUE(finished) << "forget() returned while the waker still ran";
+  releaser.join();
 }
 
 }  // namespace
