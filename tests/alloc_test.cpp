@@ -1,7 +1,7 @@
 // Heap allocations per call on the data path, counted: the server and a
 // client (caller-driven progress, as the fio engine runs it) in this process,
-// over RPC-over-RDMA, 4 KiB READs and WRITEs at 32 in flight into registered
-// memory. Once warm (buffers grown, the duplicate request cache full), a call
+// over RPC-over-RDMA, 4 KiB READs and WRITEs at 32 in flight from and into
+// registered memory (both now go inline, in one Send each). Once warm (buffers grown, the duplicate request cache full), a call
 // allocates nothing on either side. Every malloc in the process counts:
 // libstdc++'s operator new, libfabric's, the server's threads'. What timers
 // allocate meanwhile (the open-file cache's reaper) is a few a second, so the

@@ -355,7 +355,7 @@ NfsClient::Sizes NfsClient::sizes_for(nfs3::Proc proc, const Args& args) {
   // Other replies: the RPC header and the attributes around their listing.
   constexpr std::uint32_t kSlack = 1024;
   if constexpr (std::is_same_v<Args, nfs3::READ3args>) {
-    if (proc == nfs3::Proc::READ) return {args.count + kReadRest, args.count};
+    if (proc == nfs3::Proc::READ) return {static_cast<std::uint32_t>(xdr::pad4(args.count)) + kReadRest, args.count};
   } else if constexpr (std::is_same_v<Args, nfs3::READDIR3args>) {
     return {args.count + kSlack, 0};
   } else if constexpr (std::is_same_v<Args, nfs3::READDIRPLUS3args>) {

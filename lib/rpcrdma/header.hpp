@@ -90,7 +90,6 @@ void encode_header(xdr::Encoder& e, const Header& h);
 struct Limits {
   std::uint64_t max_segment_bytes = 1u << 20;  // one segment
   std::uint64_t max_chunk_bytes = 4u << 20;    // one chunk, all segments
-  std::uint32_t max_inline_bytes = 4096;       // the RPC message carried inline
 };
 
 // Checks the meaning of a decoded call header (a requester's): Read segments

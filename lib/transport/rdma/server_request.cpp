@@ -99,7 +99,7 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
     return repost_recv(ctx.slot);
   }
   Result<void> valid = d.failure == rpcrdma::DecodeFailure::none
-                           ? rpcrdma::validate_call(d.header, {lim.payload_bytes, lim.payload_bytes, lim.inline_bytes})
+                           ? rpcrdma::validate_call(d.header, {lim.payload_bytes, lim.payload_bytes})
                            : Result<void>(Error{ErrorDomain::rpc, 0, Action::fail, "unparseable transport header"});
   if (!valid) {
     NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), d.header.xid,
