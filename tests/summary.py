@@ -23,7 +23,8 @@ for path in sys.argv[1:]:
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
             build = path.split("/meson-logs/")[0]
-            names.append(f"{build}: {case.get('classname', '')} {case.get('name', '')}".strip())
+            cls, name = case.get("classname", ""), case.get("name", "")
+            names.append(f"{build}: {name if name.startswith(cls) else f'{cls} {name}'.strip()}")
         elif case.find("skipped") is not None:
             skipped += 1
         else:
