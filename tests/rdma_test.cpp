@@ -243,6 +243,36 @@ TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
   EXPECT_LT(idle, 0.05) << "CPU-seconds taken by an idle server in one second";
 }
 
+// The server polls only while calls come within --poll-us of each other: a
+// client calling one at a time keeps a loop polling (its next call came
+// while it polled), but one whose calls come further apart (an application
+// and the FUSE daemon between them) is not polled for, so the server leaves
+// the cores to them. A window of 2 ms and calls 10 ms apart, so that the
+// test means the same under an emulated CPU (the guest's verbs).
+class OverRdmaCountingPolls : public OverRdma {
+ protected:
+  std::vector<std::string> server_args() const override {
+    return {"--rdma-timeout", "1", "--poll-us", "2000", "--metrics", "127.0.0.1:" + std::to_string(metrics_port_)};
+  }
+  double polls() const {
+    const std::string scraped = scrape(metrics_port_);
+    return metric(scraped, "nfsrdma_server_rdma_polls_total{result=\"work\"}") +
+           metric(scraped, "nfsrdma_server_rdma_polls_total{result=\"slept\"}");
+  }
+  std::uint16_t metrics_port_ = free_port();
+};
+
+TEST_F(OverRdmaCountingPolls, TheServerPollsOnlyForCallsThatComeCloseTogether) {
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
+  const double close_together = polls();
+  EXPECT_GT(close_together, 50) << "idle spells polled through among 500 calls one at a time";
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
+  }
+  EXPECT_LE(polls() - close_together, 5) << "idle spells polled through among 100 calls 10 ms apart";
+}
+
 class OverRdmaOneLoop : public OverRdma {
  protected:
   std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--rdma-threads", "1"}; }
