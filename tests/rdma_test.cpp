@@ -246,8 +246,8 @@ TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
 // The server polls only while calls come within --poll-us of each other: a
 // client calling one at a time keeps a loop polling (its next call came
 // while it polled), but one whose calls come further apart (an application
-// and the FUSE daemon between them) is not polled for, so the server leaves
-// the cores to them. A window of 2 ms and calls 10 ms apart, so that the
+// and the FUSE daemon between them) is polled for only now and then, to see
+// whether polling would pay again, so the server leaves the cores to them. A window of 2 ms and calls 10 ms apart, so that the
 // test means the same under an emulated CPU (the guest's verbs).
 class OverRdmaCountingPolls : public OverRdma {
  protected:
@@ -270,7 +270,9 @@ TEST_F(OverRdmaCountingPolls, TheServerPollsOnlyForCallsThatComeCloseTogether) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
   }
-  EXPECT_LE(polls() - close_together, 5) << "idle spells polled through among 100 calls 10 ms apart";
+  // A few while polling stops paying (misses count twice hits), then the
+  // probes (one spell in 32); a poller that never learnt would take 100.
+  EXPECT_LE(polls() - close_together, 12) << "idle spells polled through among 100 calls 10 ms apart";
 }
 
 class OverRdmaOneLoop : public OverRdma {

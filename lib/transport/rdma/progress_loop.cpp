@@ -21,7 +21,8 @@ namespace nfsrdma::rdma {
 namespace {
 constexpr std::int64_t kTimersNs = 200'000'000;  // every connection's timers, at least this often
 constexpr int kSleepMs = 200;
-constexpr std::int64_t kPollStartNs = 10'000;  // a window that opens starts this wide
+constexpr unsigned kProbeEvery = 32;  // idle spells, while polling does not pay
+constexpr int kMaxScore = 8;
 
 metrics::Counter& polls(bool found_work) {
   static metrics::Counter& work = metrics::registry().counter(
@@ -120,12 +121,16 @@ void ProgressLoop::run() {
     const bool hot = turn_all(timers_due);
     if (stopping && conns_.empty() && !has_added_.load()) break;
     if (hot) {
-      const std::int64_t t = steady_ns();
-      if (idle) adapt(t - busy_ns);
+      if (polls_) {
+        server_.pollers_.fetch_sub(1);
+        polls_ = false;
+        ended_spell(true);
+      }
       idle = false;
-      busy_ns = t;
+      busy_ns = steady_ns();
       continue;
     }
+    if (!idle) spell();
     idle = true;
     if (polling(busy_ns)) {
       for (auto& c : conns_) c->hot_ = true;
@@ -196,16 +201,20 @@ void ProgressLoop::sleep() {
 // Waking a sleeping thread costs about what a call takes at queue depth 1, so
 // while the server has at most one call in flight (one client, waiting for
 // each reply; the credits_in_use gauge, over every connection), a loop busy
-// within its poll window polls rather than sleeps. With more in flight the
-// loops are kept busy anyway, and a poller would take a core from them (4
-// connections at depth 8 on 2 cores: 0.87x IOPS).
+// within poll_time polls rather than sleeps, in the idle spells it polls
+// through (spell()). With more in flight the loops are kept busy anyway, and
+// a poller would take a core from them (4 connections at depth 8 on 2 cores:
+// 0.87x IOPS).
 bool ProgressLoop::polling(std::int64_t busy_ns) {
-  const bool want = poll_ns_ > 0 && connection_metrics().in_use.value() <= 1 && steady_ns() - busy_ns < poll_ns_;
+  const std::int64_t window = std::chrono::nanoseconds(server_.options_.poll_time).count();
+  const bool want =
+      spell_polls_ && window > 0 && connection_metrics().in_use.value() <= 1 && steady_ns() - busy_ns < window;
   if (want == polls_) return polls_;
   if (!want) {
     server_.pollers_.fetch_sub(1);
-    polls(false).inc();  // the window passed: the loop goes to sleep
-    return polls_ = false;
+    polls_ = false;
+    if (spell_polls_) ended_spell(false);  // the window passed: the loop goes to sleep
+    return false;
   }
   static const int cap = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2));
   if (server_.pollers_.fetch_add(1) >= cap) {
@@ -215,21 +224,22 @@ bool ProgressLoop::polling(std::int64_t busy_ns) {
   return polls_ = true;
 }
 
-// The poll window adapts as KVM's halt polling does for a vCPU: work that
-// came within poll_time of the last would have been caught by polling, so
-// the window grows (from kPollStartNs, doubling, up to poll_time); work that
-// came later shows polling only takes a core from the threads that make the
-// next call (a client and its application on the same few cores: an
-// nfsrdma-fuse mount's small calls took 1.5x as long beside a fixed window),
-// so the window closes.
-void ProgressLoop::adapt(std::int64_t idle_ns) {
-  if (polls_) {
-    server_.pollers_.fetch_sub(1);
-    polls_ = false;
-    polls(true).inc();
-  }
-  const std::int64_t max = std::chrono::nanoseconds(server_.options_.poll_time).count();
-  poll_ns_ = idle_ns <= max ? std::clamp(poll_ns_ * 2, std::min(kPollStartNs, max), max) : 0;
+// Polling pays only when the next call comes within the window; when it
+// comes later the poller only took a core from the threads making that call
+// (a client and its application on the same few cores: an nfsrdma-fuse
+// mount's calls come 100-200 us apart, and a fixed 50 us window made each
+// take 1.5x as long). So a loop polls through its idle spells while most
+// end in work (a miss counts twice a hit, as KVM's halt polling shrinks
+// faster than it grows), and once they do not, through one spell in
+// kProbeEvery, to see whether they would now.
+void ProgressLoop::spell() {
+  spell_polls_ = poll_score_ > 0 || ++spells_ % kProbeEvery == 0;
+}
+
+void ProgressLoop::ended_spell(bool found_work) {
+  polls(found_work).inc();
+  poll_score_ = found_work ? std::min(poll_score_ + 1, kMaxScore) : std::max(poll_score_ - 2, 0);
+  spell_polls_ = false;
 }
 
 }  // namespace nfsrdma::rdma

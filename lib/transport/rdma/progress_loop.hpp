@@ -8,8 +8,8 @@
 // requests back in its inbox); the loop turns its hot connections in rounds,
 // each turn taking at most one batch of completions, so one busy client
 // cannot starve the others. With none hot, the loop polls for a while when
-// the server is nearly idle and its work has been coming within
-// RdmaServerOptions::poll_time of the last (adapt()), else it arms
+// the server is nearly idle (RdmaServerOptions::poll_time) and polling has
+// been finding work (spell()), else it arms
 // every connection it turned since it last slept (Endpoint::try_wait) and
 // sleeps in epoll over their completion queues' descriptors and its own
 // eventfd, which wake() writes. Whatever epoll reports turns hot. Every
@@ -54,7 +54,8 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
   bool arm();  // false: a connection had work after all
   void sleep();
   bool polling(std::int64_t busy_ns);
-  void adapt(std::int64_t idle_ns);  // work came after idle_ns: the poll window grows or closes
+  void spell();  // the loop turned idle: does it poll through this spell?
+  void ended_spell(bool found_work);  // a spell it polled through ended
 
   RdmaServer& server_;
   const int index_;
@@ -64,7 +65,9 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
   std::atomic<std::size_t> load_{0};
   std::atomic<bool> sleeping_{false};
   bool polls_ = false;  // holds one of RdmaServer::pollers_
-  std::int64_t poll_ns_ = 0;  // how long the loop polls after its last work (adapt())
+  bool spell_polls_ = false;  // this idle spell is polled through (spell())
+  int poll_score_ = 0;        // > 0: polling has been paying
+  unsigned spells_ = 0;
   std::mutex added_mu_;  // guards added_ (the acceptor's hand-over, not the data path)
   std::vector<std::shared_ptr<ServerConnection>> added_;
   std::atomic<bool> has_added_{false};
