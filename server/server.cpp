@@ -58,8 +58,15 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
     return d->reply_bound(call, max);
   };
-  auto* pool = s->pool_.get();
-  s->tcp_ = std::make_unique<tcp::TcpServer>(topts, [pool](rpc::IncomingCall&& call) { pool->post(std::move(call)); });
+  // Over both transports, calls that cannot block run to completion on the
+  // thread that received them (an RPC-RDMA progress loop, the TCP event
+  // loop), without the hand-off to a worker and back; the rest go to the
+  // workers.
+  auto dispatch = [d, pool = s->pool_.get()](rpc::IncomingCall&& call) {
+    if (d->handle_inline(call)) return;
+    pool->post(std::move(call));
+  };
+  s->tcp_ = std::make_unique<tcp::TcpServer>(topts, dispatch);
   // ORDER: the NFS TCP listener comes last of the fixed ports, so that once
   // its port accepts, MOUNT, PORTMAP and RPC-RDMA are up too (clients and
   // tests rely on it).
@@ -98,12 +105,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     if (ro.payload_bytes > default_bytes) {
       ro.payload_slots = std::max<std::size_t>(16, ro.payload_slots * default_bytes / ro.payload_bytes);
     }
-    auto r = rdma::RdmaServer::start(ro, [d, pool](rpc::IncomingCall&& call) {
-      // Each connection has a thread of its own: calls that cannot block run
-      // to completion on it, without the hand-off to a worker and back.
-      if (d->handle_inline(call)) return;
-      pool->post(std::move(call));
-    });
+    auto r = rdma::RdmaServer::start(ro, dispatch);
     if (r) {
       s->rdma_ = std::move(*r);
     } else if (!config.rdma_options.provider.empty()) {

@@ -416,5 +416,31 @@ TEST_F(ServerProcs, GracefulShutdownExitsCleanly) {
   EXPECT_NE(server_->log().find("stopped"), std::string::npos);
 }
 
+// Over TCP as over RDMA, calls that cannot block run on the thread that
+// received them (the event loop), not on a worker: NULLs and the GETATTRs
+// and READs of a file the server keeps open are counted as run inline.
+TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
+  TempDir dir;
+  const std::uint16_t metrics_port = free_port();
+  ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash)"},
+                       {"--no-rdma", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+  Client client(server);
+  const nfs_fh3 root = client.mount_root(dir.path());
+  const nfs_fh3 f = client.create(root, "data");
+  std::vector<std::uint8_t> block(4096, 0x5a);
+  ASSERT_EQ(client.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 4096, stable_how::UNSTABLE, block}).status, NFS3_OK);
+  const auto inline_ran = [&] {
+    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{result=\"ran\"}");
+  };
+  const double before = inline_ran();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(rpc::call_sync(client.nfs(), kProgram, kVersion, 0, {}, client.auth(), 5000).ok());
+    ASSERT_EQ(client.call<GETATTR3res>(Proc::GETATTR, FhArgs{f}).status, NFS3_OK);
+    ASSERT_EQ(client.call<READ3res>(Proc::READ, READ3args{f, 0, 4096}).status, NFS3_OK);
+  }
+  EXPECT_GE(inline_ran() - before, 140) << "of 150 NULLs, GETATTRs and READs over TCP, the ones run inline";
+}
+
 }  // namespace
 }  // namespace nfsrdma::test

@@ -3,7 +3,8 @@
 //
 // Theory of operation: one event-loop thread (run()) owns the epoll set. It
 // accepts (through rpc::Admission), reads records and hands each to the
-// CallHandler, which must not block (the server posts it to its worker pool).
+// CallHandler, which must not block (the server runs calls that cannot
+// block there, and posts the rest to its worker pool).
 // Each call gets its own ReplyChannel; its reply comes back from any thread:
 // send() writes directly when nothing is queued, and queues the rest and arms
 // EPOLLOUT when the socket is full.
