@@ -72,9 +72,22 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     update_events_locked();
   }
 
+  // Any thread: ends the connection's calls and shuts the socket, whose
+  // hang-up the loop sees and answers with release() (the descriptor stays
+  // open until then, so accept() cannot reuse its number meanwhile).
   void close() {
     std::lock_guard lk(mu_);
     close_locked();
+  }
+
+  // Loop thread: leaves the epoll set and closes the descriptor.
+  void release() {
+    std::lock_guard lk(mu_);
+    close_locked();
+    if (!fd_.valid()) return;
+    // ORDER: leave the epoll set before the fd number can be reused by accept().
+    ::epoll_ctl(server_.epoll_.get(), EPOLL_CTL_DEL, raw_fd_, nullptr);
+    fd_.reset();
   }
 
   const rpc::Peer& peer() const { return peer_; }
@@ -228,9 +241,8 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     }
     in_flight_ -= out_.size();
     out_.clear();
-    // ORDER: leave the epoll set before the fd number can be reused by accept().
-    ::epoll_ctl(server_.epoll_.get(), EPOLL_CTL_DEL, raw_fd_, nullptr);
-    fd_.reset();
+    // Both ways shut: epoll reports a hang-up whatever events are asked for.
+    if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
   }
 
   TcpServer& server_;
@@ -295,7 +307,7 @@ TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
 }
 
 TcpServer::~TcpServer() {
-  for (auto& [fd, c] : connections_) c->close();
+  for (auto& [fd, c] : connections_) c->release();
   connections_.clear();
   budget_->forget(waker_);
 }
@@ -456,7 +468,7 @@ void TcpServer::on_readable(const std::shared_ptr<TcpConnection>& c) {
 void TcpServer::close_connection(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  it->second->close();
+  it->second->release();
   admission_.remove(it->second->ticket());
   by_ticket_.erase(it->second->ticket().id());
   connections_.erase(it);
@@ -543,7 +555,7 @@ void TcpServer::run() {
       if ((events[i].events & EPOLLIN) && !intake_stopped_) on_readable(c);
     }
   }
-  for (auto& [fd, c] : connections_) c->close();
+  for (auto& [fd, c] : connections_) c->release();
   connections_.clear();
   by_ticket_.clear();
   connection_count_ = 0;

@@ -1,0 +1,63 @@
+// TcpServer against a peer that misbehaves in ways a test can time exactly.
+#include "lib/transport/tcp/tcp_server.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "lib/transport/tcp/record.hpp"
+#include "lib/transport/tcp/socket.hpp"
+
+namespace nfsrdma::tcp {
+namespace {
+
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 200 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done();
+}
+
+// A reply whose send fails (the client reset the connection meanwhile) ends
+// the connection as the client's hang-up would: it leaves the server's table
+// and its admission slot, so neither its memory nor its place is held for
+// good (before, the failed send closed the socket behind the event loop's
+// back, which then never saw the hang-up: the connection stayed counted).
+TEST(TcpServer, AReplyThatCannotBeSentEndsTheConnection) {
+  std::promise<void> called, reset;
+  auto reset_done = reset.get_future().share();
+  TcpServer server({}, [&](rpc::IncomingCall&& call) {
+    called.set_value();
+    reset_done.wait();  // on the event loop: it sees nothing until the reply is tried
+    rpc::ReplyMessage reply;
+    reply.bytes.assign(64, 0);
+    call.channel->send(std::move(reply));
+  });
+  auto port = server.add_listener("127.0.0.1", 0, 0);
+  ASSERT_TRUE(port.ok()) << port.error().describe();
+  std::thread loop([&] { server.run(); });
+
+  auto fd = connect_tcp("127.0.0.1", *port, false);
+  ASSERT_TRUE(fd.ok()) << fd.error().describe();
+  const std::uint8_t body[8] = {};
+  const auto mark = record_mark(sizeof body);
+  ASSERT_EQ(::send(fd->get(), mark.data(), mark.size(), 0), 4);
+  ASSERT_EQ(::send(fd->get(), body, sizeof body, 0), 8);
+  ASSERT_EQ(called.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(server.connection_count(), 1u);
+  linger hard{1, 0};  // close with a reset
+  ::setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+  fd->reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  reset.set_value();
+
+  EXPECT_TRUE(eventually([&] { return server.connection_count() == 0; }))
+      << "connections still counted: " << server.connection_count();
+  server.stop();
+  loop.join();
+}
+
+}  // namespace
+}  // namespace nfsrdma::tcp
