@@ -24,13 +24,13 @@ constexpr int kSleepMs = 200;
 constexpr unsigned kProbeEvery = 32;  // idle spells, while polling does not pay
 constexpr int kMaxScore = 8;
 
+constexpr const char* kPollsHelp =
+    "Idle spells with no call in progress that a progress thread polled through, by how they ended";
 metrics::Counter& polls(bool found_work) {
   static metrics::Counter& work = metrics::registry().counter(
-      "nfsrdma_server_rdma_polls_total", "Idle spells a progress thread polled through, by how they ended",
-      {{"result", "work"}});
+      "nfsrdma_server_rdma_polls_total", kPollsHelp, {{"result", "work"}});
   static metrics::Counter& slept = metrics::registry().counter(
-      "nfsrdma_server_rdma_polls_total", "Idle spells a progress thread polled through, by how they ended",
-      {{"result", "slept"}});
+      "nfsrdma_server_rdma_polls_total", kPollsHelp, {{"result", "slept"}});
   return found_work ? work : slept;
 }
 }  // namespace
@@ -232,13 +232,20 @@ bool ProgressLoop::polling(std::int64_t busy_ns) {
 // end in work (a miss counts twice a hit, as KVM's halt polling shrinks
 // faster than it grows), and once they do not, through one spell in
 // kProbeEvery, to see whether they would now.
+// A spell that begins with a call in progress (its reply's Send not yet
+// complete, as on verbs just after the reply goes out, or the call at a
+// worker) waits for the server's own work: polled through as always, and
+// not scored.
 void ProgressLoop::spell() {
-  spell_polls_ = poll_score_ > 0 || ++spells_ % kProbeEvery == 0;
+  scored_ = connection_metrics().in_use.value() == 0;
+  spell_polls_ = !scored_ || poll_score_ > 0 || ++spells_ % kProbeEvery == 0;
 }
 
 void ProgressLoop::ended_spell(bool found_work) {
-  polls(found_work).inc();
-  poll_score_ = found_work ? std::min(poll_score_ + 1, kMaxScore) : std::max(poll_score_ - 2, 0);
+  if (scored_) {
+    polls(found_work).inc();
+    poll_score_ = found_work ? std::min(poll_score_ + 1, kMaxScore) : std::max(poll_score_ - 2, 0);
+  }
   spell_polls_ = false;
 }
 
