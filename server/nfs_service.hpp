@@ -9,7 +9,7 @@
 // thread to the caller's squashed identity for the rest of the call. READ,
 // WRITE and COMMIT find their file in an open-file cache instead when it is
 // there (io_file), and make the same checks without opening the handle; so
-// does LOOKUP over RDMA, for its directory (do_lookup).
+// does a LOOKUP run on a transport's thread, for its directory (do_lookup).
 #pragma once
 
 #include <atomic>
