@@ -19,7 +19,7 @@ n=0 failed=0
 # script with --cell) that is ended after CELL_TIMEOUT seconds; its output is kept.
 cell() {
   local name=$1; shift
-  [ -z "${only:-}" ] || [[ $name == *"$only"* ]] || return 0
+  [ -z "${only:-}" ] || [[ $name =~ $only ]] || return 0
   n=$((n + 1))
   local log=$RESULTS/$name.log t0=$SECONDS
   if timeout -k 10 "${CELL_TIMEOUT:-300}" bash "$HERE/kernel_cases.sh" --cell "$@" >"$log" 2>&1; then
@@ -32,7 +32,7 @@ cell() {
   grep '^figure:' "$log" | sed "s/^figure:/$name:/" >>"$RESULTS/figures.txt"
 }
 # A cell's check failed: the cell (a process of its own) ends here, and
-# leaves no mount behind for the next one.
+# leaves no mount and no NAT rule behind for the next one.
 die() { echo "$*"; exit 1; }
 answers() {  # PORT: true once something accepts on $SERVER_IP:PORT, within 10 s
   local i
@@ -42,6 +42,12 @@ answers() {  # PORT: true once something accepts on $SERVER_IP:PORT, within 10 s
 leave_no_mounts() {
   local m
   for m in /mnt/a /mnt/b; do mountpoint -q "$m" && umount -l "$m"; done
+  # What kernel_locks_on_ours leaves when it fails: its port-111 redirect
+  # (left, it sends every later mount of the kernel's nfsd to our lock
+  # server's portmapper) and its lock server (left, it keeps the kernel's
+  # RPC-RDMA connection, and iwarp_up's removal of the RoCE device hangs).
+  nft delete table ip nfsrdma_locks 2>/dev/null
+  pkill -f "nfsrdma-server --provider verbs --port ${LPORT:-2060} "
   return 0
 }
 
@@ -335,8 +341,12 @@ if os.fork() == 0:
     try:
         fcntl.lockf(fd2, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 5); os._exit(1)
     except OSError: pass
-    fcntl.lockf(fd2, fcntl.LOCK_SH | fcntl.LOCK_NB, 10, 10)
-    os.write(w, b"x"); time.sleep(3); os._exit(0)
+    try:
+        fcntl.lockf(fd2, fcntl.LOCK_SH | fcntl.LOCK_NB, 10, 10)
+    except OSError as e:
+        print("the second process could not take its read lock:", e, flush=True); os._exit(1)
+    os.write(w, b"x"); time.sleep(10); os._exit(0)
+os.close(w)
 os.read(r, 1)
 time.sleep(30)' "$f" &
   local holder=$!
@@ -485,7 +495,7 @@ if [ "${1:-}" = --cell ]; then
   "$@"
   exit
 fi
-# --only WORD: only the cells whose names contain WORD (setup still runs).
+# --only REGEX: only the cells whose names match (setup still runs).
 only=
 if [ "${1:-}" = --only ]; then only=$2; fi
 if ! setup >"$RESULTS/setup.log" 2>&1; then
