@@ -188,7 +188,13 @@ void ServerProcess::start() {
     ::_exit(127);
   }
   for (int i = 0; i < 200; ++i) {
-    if (tcp::connect_tcp(test_server_host(), nfs_port_, false)) return;
+    // While nothing listens there, a connect may pick that very port as its
+    // own source and connect to itself (TCP simultaneous open): that is not
+    // the server, which may not have bound its ports yet.
+    if (auto fd = tcp::connect_tcp(test_server_host(), nfs_port_, false);
+        fd && tcp::local_port(fd->get()) != nfs_port_) {
+      return;
+    }
     int st = 0;
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {
       pid_ = -1;
