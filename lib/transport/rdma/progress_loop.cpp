@@ -121,11 +121,7 @@ void ProgressLoop::run() {
     const bool hot = turn_all(timers_due);
     if (stopping && conns_.empty() && !has_added_.load()) break;
     if (hot) {
-      if (polls_) {
-        server_.pollers_.fetch_sub(1);
-        polls_ = false;
-        ended_spell(true);
-      }
+      if (polls_) stop_polling(true);
       idle = false;
       busy_ns = steady_ns();
       continue;
@@ -211,9 +207,7 @@ bool ProgressLoop::polling(std::int64_t busy_ns) {
       spell_polls_ && window > 0 && connection_metrics().in_use.value() <= 1 && steady_ns() - busy_ns < window;
   if (want == polls_) return polls_;
   if (!want) {
-    server_.pollers_.fetch_sub(1);
-    polls_ = false;
-    if (spell_polls_) ended_spell(false);  // the window passed: the loop goes to sleep
+    stop_polling(false);  // the window passed: the loop goes to sleep
     return false;
   }
   static const int cap = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2));
@@ -241,7 +235,9 @@ void ProgressLoop::spell() {
   spell_polls_ = !scored_ || poll_score_ > 0 || ++spells_ % kProbeEvery == 0;
 }
 
-void ProgressLoop::ended_spell(bool found_work) {
+void ProgressLoop::stop_polling(bool found_work) {
+  server_.pollers_.fetch_sub(1);
+  polls_ = false;
   if (scored_) {
     polls(found_work).inc();
     poll_score_ = found_work ? std::min(poll_score_ + 1, kMaxScore) : std::max(poll_score_ - 2, 0);

@@ -55,7 +55,7 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
   void sleep();
   bool polling(std::int64_t busy_ns);
   void spell();  // the loop turned idle: does it poll through this spell?
-  void ended_spell(bool found_work);  // a spell it polled through ended
+  void stop_polling(bool found_work);  // a spell it polled through ended
 
   RdmaServer& server_;
   const int index_;
