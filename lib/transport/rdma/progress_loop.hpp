@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/transport/rdma/poll_score.hpp"
+
 namespace nfsrdma::rdma {
 
 class RdmaServer;
@@ -66,9 +68,7 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
   std::atomic<bool> sleeping_{false};
   bool polls_ = false;  // holds one of RdmaServer::pollers_
   bool spell_polls_ = false;  // this idle spell is polled through (spell())
-  bool scored_ = false;       // and counts for poll_score_
-  int poll_score_ = 0;        // > 0: polling has been paying
-  unsigned spells_ = 0;
+  PollScore score_;
   std::mutex added_mu_;  // guards added_ (the acceptor's hand-over, not the data path)
   std::vector<std::shared_ptr<ServerConnection>> added_;
   std::atomic<bool> has_added_{false};
