@@ -50,7 +50,7 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 }  // namespace
 
 constexpr const char* kClientHelp = "Calls answered, by client address (the first 256 addresses; the rest as other)";
-constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on the thread that received them (an RPC-RDMA progress thread, the TCP event loop): run there, or passed to a worker";
+constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on the thread that received them (an RPC-RDMA progress thread, a TCP event loop): run there, or passed to a worker";
 
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc,
                        NlmService* nlm, StatusMonitor* nsm)

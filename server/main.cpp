@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--rdma-threads", cfg.rdma_options.progress_threads,
                  "RPC-RDMA progress threads, each serving a share of the connections; 0: one per core")
       ->capture_default_str()->check(CLI::Range(0u, 256u));
+  app.add_option("--tcp-threads", cfg.tcp_threads,
+                 "TCP event-loop threads, each serving a share of the connections; 0: one per core")
+      ->capture_default_str()->check(CLI::Range(0u, 256u));
   app.add_option("--rdma-send-queue", cfg.rdma_options.send_queue_depth,
                  "Entries of each RPC-RDMA connection's send queue; 0: the provider's (a full queue is a wait)")
       ->capture_default_str()->check(CLI::Range(0, 65536));

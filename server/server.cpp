@@ -53,13 +53,14 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
 
   tcp::TcpServerOptions topts;
   topts.admission = config.admission;
+  topts.loops = config.tcp_threads;
   topts.budget = s->budget_.get();
   topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
   topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
     return d->reply_bound(call, max);
   };
   // Over both transports, calls that cannot block run to completion on the
-  // thread that received them (an RPC-RDMA progress loop, the TCP event
+  // thread that received them (an RPC-RDMA progress loop, a TCP event
   // loop), without the hand-off to a worker and back; the rest go to the
   // workers.
   auto dispatch = [d, pool = s->pool_.get()](rpc::IncomingCall&& call) {

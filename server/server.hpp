@@ -22,6 +22,7 @@ struct ServerConfig {
   std::uint16_t portmap_port = portmap2::kPort;
   bool register_rpcbind = true;
   std::size_t threads = 8;
+  unsigned tcp_threads = 0;  // TCP event loops; 0: one per core
   rpc::AdmissionLimits admission;  // per transport
   // The memory budget over what clients make the server hold (rpc::MemoryBudget);
   // 0: MemoryBudget::default_limit(), and a quarter of it per client address.

@@ -281,17 +281,6 @@ class OverRdmaOneLoop : public OverRdma {
   std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--rdma-threads", "1"}; }
 };
 
-// The names of the server's threads (/proc/PID/task/*/comm).
-std::multiset<std::string> thread_names(pid_t pid) {
-  std::multiset<std::string> names;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::string name;
-    std::getline(std::ifstream(t.path() / "comm"), name);
-    names.insert(name);
-  }
-  return names;
-}
-
 // Connections share the progress threads: twelve clients calling at once, one
 // of them flooding the server with pipelined calls, all get their replies
 // from the one progress thread, and no connection brings a thread of its own.

@@ -79,6 +79,16 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+std::multiset<std::string> thread_names(pid_t pid) {
+  std::multiset<std::string> names;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string name;
+    std::getline(std::ifstream(t.path() / "comm"), name);
+    names.insert(name);
+  }
+  return names;
+}
+
 Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o) {
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (o.rcvbuf) ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &o.rcvbuf, sizeof o.rcvbuf);

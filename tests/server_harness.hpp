@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ constexpr bool kSanitized = false;
 // A process's resident memory (KiB) and CPU time used so far (user + system, seconds).
 long rss_kib(pid_t pid);
 double cpu_seconds(pid_t pid);
+// The names of a process's threads (/proc/PID/task/*/comm).
+std::multiset<std::string> thread_names(pid_t pid);
 
 // Where the RDMA tests run: libfabric's tcp provider on loopback, unless the
 // soft-RoCE guest says otherwise (tests/guest/): NFSRDMA_TEST_PROVIDER

@@ -417,14 +417,17 @@ TEST_F(ServerProcs, GracefulShutdownExitsCleanly) {
 }
 
 // Over TCP as over RDMA, calls that cannot block run on the thread that
-// received them (the event loop), not on a worker: NULLs and the GETATTRs
-// and READs of a file the server keeps open are counted as run inline.
+// received them (an event loop, --tcp-threads of them), not on a worker:
+// NULLs and the GETATTRs and READs of a file the server keeps open are
+// counted as run inline.
 TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
   if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
   TempDir dir;
   const std::uint16_t metrics_port = free_port();
   ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash)"},
-                       {"--no-rdma", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+                       {"--no-rdma", "--tcp-threads", "3", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+  const auto threads = thread_names(server.pid());
+  EXPECT_EQ(threads.count("tcp-loop-0") + threads.count("tcp-loop-1") + threads.count("tcp-loop-2"), 3u);
   Client client(server);
   const nfs_fh3 root = client.mount_root(dir.path());
   const nfs_fh3 f = client.create(root, "data");

@@ -1,10 +1,13 @@
 // The server side of RPC over TCP: listeners, connections, record marking, and
 // replies written back from any thread.
 //
-// Theory of operation: one event-loop thread (run()) owns the epoll set. It
-// accepts (through rpc::Admission), reads records and hands each to the
-// CallHandler, which must not block (the server runs calls that cannot
-// block there, and posts the rest to its worker pool).
+// Theory of operation: event-loop threads (TcpLoop, tcp_loop.hpp), one per
+// core by default, each own an epoll set over their share of the
+// connections, as the RPC-RDMA progress loops share theirs. Loop 0 also
+// accepts (through rpc::Admission) and gives each new connection to the loop
+// with the fewest, where it stays. A loop reads records and hands each to the
+// CallHandler, which must not block (the server runs calls that cannot block
+// there, and posts the rest to its worker pool).
 // Each call gets its own ReplyChannel; its reply comes back from any thread:
 // send() writes directly when nothing is queued, and queues the rest and arms
 // EPOLLOUT when the socket is full.
@@ -31,9 +34,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@ struct TcpServerOptions {
   std::size_t max_calls_in_flight = 128;               // per connection
   std::size_t max_connection_bytes = 16u << 20;        // per connection, see above
   std::size_t kept_buffers = 16;                       // large buffers kept for reuse (BufferShelf)
+  unsigned loops = 0;                                  // event-loop threads; 0: one per core
   // The most a call's reply can take, from the call's bytes; unset: a whole
   // record (max_record_bytes), the safe and pessimistic answer.
   std::function<std::size_t(std::span<const std::uint8_t> call)> reply_bound;
@@ -60,7 +62,7 @@ struct TcpServerOptions {
   rpc::MemoryBudget* budget = nullptr;
 };
 
-class TcpConnection;
+class TcpLoop;
 
 class TcpServer {
  public:
@@ -69,10 +71,11 @@ class TcpServer {
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
 
-  // Listens on host:port (port 0: any free port); calls from it carry `tag`.
-  // Returns the bound port.
+  // Before run(): listens on host:port (port 0: any free port); calls from
+  // it carry `tag`. Returns the bound port.
   Result<std::uint16_t> add_listener(const std::string& host, std::uint16_t port, int tag);
 
+  // Runs the loops (threads tcp-loop-N) until stop().
   void run();
   void stop_intake();  // thread-safe
   void stop();         // thread-safe
@@ -80,24 +83,19 @@ class TcpServer {
   std::size_t connection_count() const { return connection_count_.load(); }
 
  private:
+  friend class TcpLoop;
   friend class TcpConnection;
   struct Listener {
     Fd fd;
     int tag;
   };
 
-  void accept_from(Listener& l);
-  void on_readable(const std::shared_ptr<TcpConnection>& c);
-  void close_connection(int fd);
+  // Loop 0: accepts what `fd` has waiting, if it is a listener.
+  bool accept_from(int fd);
+  void drop_listeners(int epoll_fd);
+  // Loop 0, every second: closes the connections idle past their timeout.
   void close_expired();
-  void wake();
-  // A connection that stopped reading with bytes already received: the loop
-  // parses them when it may read again (thread-safe).
-  void resume(int fd);
-  // Whether the budget has room for one more step of the connection `fd`
-  // from `addr`; if not, `fd` is resumed once memory is released (thread-safe).
-  bool budget_allows(int fd, const rpc::Address& addr);
-  void on_budget_room();
+  void close_ticket(std::uint64_t id, const char* why);  // on whichever loop has it
 
   TcpServerOptions options_;
   BufferShelf shelf_{options_.kept_buffers};  // ORDER: before the connections that give to it
@@ -105,20 +103,13 @@ class TcpServer {
   rpc::Admission admission_;
   std::unique_ptr<rpc::MemoryBudget> own_budget_;
   rpc::MemoryBudget* budget_;
-  std::size_t waker_;       // budget_->on_room's
   std::size_t step_bytes_;  // the most one step of a connection adds: a record and its reply's bound
-  Fd epoll_;
-  Fd wake_fd_;
-  std::vector<Listener> listeners_;
-  std::map<int, std::shared_ptr<TcpConnection>> connections_;  // loop thread only
-  std::map<std::uint64_t, int> by_ticket_;                     // loop thread only: admission ticket -> fd
+  std::vector<Listener> listeners_;  // loop 0 once run() began
   std::atomic<std::size_t> connection_count_{0};
   std::atomic<bool> intake_stopped_{false};
   std::atomic<bool> stopping_{false};
-  bool intake_applied_ = false;  // loop thread only
-  std::mutex resume_mu_;         // guards resume_ and budget_waiting_
-  std::vector<int> resume_;
-  std::vector<int> budget_waiting_;
+  std::vector<std::unique_ptr<TcpLoop>> loops_;  // ORDER: after what their connections use
+  std::size_t waker_;                            // budget_->on_room's, which wakes the loops
 };
 
 }  // namespace nfsrdma::tcp

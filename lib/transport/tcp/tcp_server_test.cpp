@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -58,6 +59,66 @@ TEST(TcpServer, AReplyThatCannotBeSentEndsTheConnection) {
       << "connections still counted: " << server.connection_count();
   server.stop();
   loop.join();
+}
+
+// Sends one record of `body` on `fd`.
+void send_record(int fd, std::uint8_t body) {
+  const std::uint8_t bytes[8] = {body};
+  const auto mark = record_mark(sizeof bytes);
+  ASSERT_EQ(::send(fd, mark.data(), mark.size(), 0), 4);
+  ASSERT_EQ(::send(fd, bytes, sizeof bytes, 0), 8);
+}
+
+// Reads one reply record of 8 bytes from `fd`; its first byte.
+int reply_from(int fd) {
+  std::uint8_t bytes[12];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::recv(fd, bytes + got, sizeof bytes - got, 0);
+    if (n <= 0) return -1;
+    got += static_cast<std::size_t>(n);
+  }
+  return bytes[4];
+}
+
+// Connections are spread over the loops, one per core by default, and a call
+// that waits on one loop (an inline WRITE throttled by the page cache) holds
+// up only that loop's connections: here the first connection's call waits
+// until the second's has been handled, which with one loop for both never
+// comes (its record is never read while the loop waits).
+TEST(TcpServer, ACallThatWaitsOnOneLoopHoldsUpNoConnectionOnAnother) {
+  std::promise<void> second_handled;
+  auto second_done = second_handled.get_future().share();
+  std::atomic<bool> first_saw_second{false};
+  TcpServerOptions options;
+  options.loops = 2;
+  TcpServer server(options, [&](rpc::IncomingCall&& call) {
+    const std::uint8_t which = call.message[0];
+    if (which == 1) {
+      first_saw_second = second_done.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+    } else {
+      second_handled.set_value();
+    }
+    rpc::ReplyMessage reply;
+    reply.bytes.assign(8, which);
+    call.channel->send(std::move(reply));
+  });
+  auto port = server.add_listener("127.0.0.1", 0, 0);
+  ASSERT_TRUE(port.ok()) << port.error().describe();
+  std::thread loops([&] { server.run(); });
+
+  auto first = connect_tcp("127.0.0.1", *port, false);
+  auto second = connect_tcp("127.0.0.1", *port, false);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(eventually([&] { return server.connection_count() == 2; }));
+  send_record(first->get(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  send_record(second->get(), 2);
+  EXPECT_EQ(reply_from(second->get()), 2);
+  EXPECT_EQ(reply_from(first->get()), 1);
+  EXPECT_TRUE(first_saw_second) << "the second connection's call waited for the first's";
+  server.stop();
+  loops.join();
 }
 
 }  // namespace

@@ -1,0 +1,550 @@
+#include "lib/transport/tcp/tcp_loop.hpp"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <string>
+
+#include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
+#include "lib/transport/tcp/record.hpp"
+#include "lib/transport/tcp/tcp_server.hpp"
+
+namespace nfsrdma::tcp {
+
+namespace {
+// What a queued reply costs beyond its bytes (its queue entry and allocation).
+constexpr std::size_t kQueuedOverhead = 64;
+
+metrics::Gauge& connections_gauge() {
+  static metrics::Gauge& g =
+      metrics::registry().gauge("nfsrdma_server_connections", "Connections open, by transport", {{"transport", "tcp"}});
+  return g;
+}
+}  // namespace
+
+class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
+ public:
+  TcpConnection(TcpServer& server, TcpLoop& loop, Fd fd, rpc::Peer peer, int tag,
+                std::shared_ptr<rpc::Admission::Ticket> ticket)
+      : server_(server), loop_(loop), fd_(std::move(fd)), peer_(peer), addr_(rpc::to_v6(peer.addr)), tag_(tag),
+        ticket_(std::move(ticket)), reader_(server.options_.max_record_bytes, &server.shelf_) {}
+  ~TcpConnection() {
+    std::lock_guard lk(mu_);
+    held(-static_cast<std::int64_t>(held_));
+    sync_record_charge(true);
+  }
+
+  // Loop thread: charges (or releases) what the partial record holds now.
+  void sync_record_charge(bool gone = false) {
+    const std::size_t now = gone ? 0 : reader_.held_bytes();
+    if (now > record_charged_) server_.budget_->charge(rpc::MemoryBudget::tcp_records, addr_, now - record_charged_);
+    if (now < record_charged_) server_.budget_->release(rpc::MemoryBudget::tcp_records, addr_, record_charged_ - now);
+    record_charged_ = now;
+  }
+
+  // ---- any thread: the end of one call ----
+
+  // `charge` is what begin_call() counted for the call.
+  void reply(rpc::ReplyMessage&& reply, std::size_t charge) {
+    std::lock_guard lk(mu_);
+    held(-static_cast<std::int64_t>(charge));
+    if (closed_) {
+      --in_flight_;
+      return;
+    }
+    // The call stays in flight, and its reply's bytes held, until the socket took them.
+    const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
+    held(static_cast<std::int64_t>(queued));
+    out_.push_back({record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
+    if (out_.size() == 1) flush_locked();
+    update_events_locked();
+  }
+
+  void no_reply(std::size_t charge) {
+    std::lock_guard lk(mu_);
+    held(-static_cast<std::int64_t>(charge));
+    --in_flight_;
+    update_events_locked();
+  }
+
+  // Any thread: ends the connection's calls and shuts the socket, whose
+  // hang-up the loop sees and answers with release() (the descriptor stays
+  // open until then, so accept() cannot reuse its number meanwhile).
+  void close() {
+    std::lock_guard lk(mu_);
+    close_locked();
+  }
+
+  // Loop thread: leaves the epoll set and closes the descriptor.
+  void release() {
+    std::lock_guard lk(mu_);
+    close_locked();
+    if (!fd_.valid()) return;
+    // ORDER: leave the epoll set before the fd number can be reused by accept().
+    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, raw_fd_, nullptr);
+    fd_.reset();
+  }
+
+  const rpc::Peer& peer() const { return peer_; }
+
+  // ---- loop thread ----
+
+  // Counts a call handed out with `charge` bytes; `unparsed`: bytes after it
+  // are already received. Returns whether the loop may read on.
+  bool begin_call(std::size_t charge, bool unparsed) {
+    std::lock_guard lk(mu_);
+    ++in_flight_;
+    held(static_cast<std::int64_t>(charge));
+    unparsed_ = unparsed;
+    update_events_locked();
+    return may_read_locked();
+  }
+
+  bool may_read() {
+    std::lock_guard lk(mu_);
+    return !closed_ && may_read_locked();
+  }
+
+  void refresh_events() {
+    std::lock_guard lk(mu_);
+    update_events_locked();
+  }
+
+  int tag() const { return tag_; }
+  bool secure() const {
+    const auto& a = peer_.addr;
+    std::uint16_t port = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port)
+                                                 : ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+    return port < 1024;
+  }
+  RecordReader& reader() { return reader_; }
+  rpc::Admission::Ticket& ticket() { return *ticket_; }
+  int fd() const { return raw_fd_; }
+
+  // Returns false when the socket failed and the connection should go.
+  bool on_writable() {
+    std::lock_guard lk(mu_);
+    if (closed_) return false;
+    bool ok = flush_locked();
+    update_events_locked();
+    return ok;
+  }
+
+  bool has_pending_output() {
+    std::lock_guard lk(mu_);
+    return !closed_ && !out_.empty();
+  }
+
+  void register_with_epoll() {
+    std::lock_guard lk(mu_);
+    raw_fd_ = fd_.get();
+    events_ = EPOLLIN;
+    epoll_event ev{};
+    ev.events = events_;
+    ev.data.fd = raw_fd_;
+    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, raw_fd_, &ev);
+  }
+
+ private:
+  struct Pending {
+    std::array<std::uint8_t, 4> mark;
+    std::vector<std::uint8_t> bytes;
+    std::size_t sent;  // counts the mark's 4 bytes first
+    std::size_t held;  // what it counts in held_
+  };
+
+  bool may_read_locked() const {
+    const auto& o = server_.options_;
+    return in_flight_ < o.max_calls_in_flight && held_ < o.max_connection_bytes &&
+           loop_.budget_allows(raw_fd_, addr_);
+  }
+
+  // held_ and the budget move together (mu_ held).
+  void held(std::int64_t delta) {
+    if (delta > 0) server_.budget_->charge(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(delta));
+    if (delta < 0) server_.budget_->release(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(-delta));
+    held_ = static_cast<std::size_t>(static_cast<std::int64_t>(held_) + delta);
+  }
+
+  // Writes what the socket takes. Returns false on a socket error.
+  bool flush_locked() {
+    while (!out_.empty()) {
+      iovec iov[16];
+      int n = 0;
+      for (auto it = out_.begin(); it != out_.end() && n + 2 <= 16; ++it) {
+        std::size_t skip = it->sent;
+        if (skip < 4) {
+          iov[n++] = {it->mark.data() + skip, 4 - skip};
+          skip = 0;
+        } else {
+          skip -= 4;
+        }
+        if (skip < it->bytes.size()) iov[n++] = {it->bytes.data() + skip, it->bytes.size() - skip};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(n);
+      ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) return true;
+        NFSRDMA_LOG_LIMITED(info, "tcp: send to {} failed: {}", peer_.describe(), std::strerror(errno));
+        close_locked();
+        return false;
+      }
+      ticket_->touch();
+      auto left = static_cast<std::size_t>(w);
+      while (left > 0 && !out_.empty()) {
+        Pending& p = out_.front();
+        std::size_t rest = 4 + p.bytes.size() - p.sent;
+        if (left >= rest) {
+          left -= rest;
+          held(-static_cast<std::int64_t>(p.held));
+          --in_flight_;
+          server_.shelf_.give(std::move(p.bytes));
+          out_.pop_front();
+        } else {
+          p.sent += left;
+          left = 0;
+        }
+      }
+    }
+    return true;
+  }
+
+  void update_events_locked() {
+    if (closed_) return;
+    std::uint32_t want = 0;
+    if (!server_.intake_stopped_.load() && may_read_locked()) want |= EPOLLIN;
+    if (!out_.empty()) want |= EPOLLOUT;
+    if (want == events_) return;
+    if ((want & EPOLLIN) && !(events_ & EPOLLIN) && unparsed_) loop_.resume(raw_fd_);
+    events_ = want;
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.fd = raw_fd_;
+    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, raw_fd_, &ev);
+  }
+
+  void close_locked() {
+    if (closed_) return;
+    closed_ = true;
+    // Replies never sent end their calls now.
+    for (auto& p : out_) {
+      held(-static_cast<std::int64_t>(p.held));
+      server_.shelf_.give(std::move(p.bytes));
+    }
+    in_flight_ -= out_.size();
+    out_.clear();
+    // Both ways shut: epoll reports a hang-up whatever events are asked for.
+    if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+
+  TcpServer& server_;
+  TcpLoop& loop_;
+  std::mutex mu_;  // guards everything below except reader_ (loop thread only)
+  Fd fd_;
+  int raw_fd_ = -1;
+  rpc::Peer peer_;
+  rpc::Address addr_;
+  int tag_;
+  std::shared_ptr<rpc::Admission::Ticket> ticket_;
+  RecordReader reader_;
+  std::deque<Pending> out_;
+  std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
+  std::size_t held_ = 0;       // bytes those calls count for (charged to the budget)
+  std::size_t record_charged_ = 0;  // reader_'s bytes charged to the budget (loop thread)
+  bool unparsed_ = false;      // received bytes wait in reader_
+  std::uint32_t events_ = 0;
+  bool closed_ = false;
+};
+
+namespace {
+
+// The way back for one call: it knows what the call was charged.
+// Holds the call's message, which IncomingCall::message points into, until the call ends.
+class TcpCallChannel final : public rpc::ReplyChannel {
+ public:
+  TcpCallChannel(std::shared_ptr<TcpConnection> c, std::size_t charge, std::vector<std::uint8_t> message,
+                 BufferShelf& shelf)
+      : conn_(std::move(c)), charge_(charge), message_(std::move(message)), shelf_(shelf) {}
+  ~TcpCallChannel() override { shelf_.give(std::move(message_)); }
+  std::span<const std::uint8_t> message() const { return message_; }
+  void send(rpc::ReplyMessage&& reply) override { conn_->reply(std::move(reply), charge_); }
+  void drop() override { conn_->no_reply(charge_); }
+  void close() override { conn_->close(); }
+  const rpc::Peer& peer() const override { return conn_->peer(); }
+
+ private:
+  std::shared_ptr<TcpConnection> conn_;
+  std::size_t charge_;
+  std::vector<std::uint8_t> message_;
+  BufferShelf& shelf_;
+};
+
+}  // namespace
+
+TcpLoop::TcpLoop(TcpServer& server, unsigned index)
+    : server_(server), index_(index), epoll_(::epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  NFSRDMA_CHECK(epoll_.valid() && wake_fd_.valid());
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_.get();
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+}
+
+TcpLoop::~TcpLoop() {
+  join();
+  take_posted();
+  drop_all();
+}
+
+void TcpLoop::start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), ("tcp-loop-" + std::to_string(index_)).c_str());  // for top -H, and tests
+    run();
+  });
+}
+
+void TcpLoop::join() {
+  if (!thread_.joinable()) return;
+  wake();
+  thread_.join();
+}
+
+void TcpLoop::adopt(Fd fd, const rpc::Peer& peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket) {
+  auto c = std::make_shared<TcpConnection>(server_, *this, std::move(fd), peer, tag, std::move(ticket));
+  load_.fetch_add(1, std::memory_order_relaxed);
+  server_.connection_count_.fetch_add(1);
+  connections_gauge().add(1);
+  {
+    std::lock_guard lk(posted_mu_);
+    adopted_.push_back(std::move(c));
+  }
+  wake();
+}
+
+void TcpLoop::close_ticket(std::uint64_t id, const char* why) {
+  {
+    std::lock_guard lk(posted_mu_);
+    to_close_.push_back({id, why});
+  }
+  wake();
+}
+
+void TcpLoop::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+}
+
+void TcpLoop::resume(int fd) {
+  {
+    std::lock_guard lk(posted_mu_);
+    resume_.push_back(fd);
+  }
+  wake();
+}
+
+bool TcpLoop::budget_allows(int fd, const rpc::Address& addr) {
+  if (server_.budget_->room(addr, server_.step_bytes_)) return true;
+  {
+    std::lock_guard lk(posted_mu_);
+    if (std::find(budget_waiting_.begin(), budget_waiting_.end(), fd) == budget_waiting_.end()) {
+      budget_waiting_.push_back(fd);
+    }
+  }
+  // ORDER: listed, then the wait: a release that makes room after it wakes
+  // every listed connection; one before it, and wait() says there is room.
+  return !server_.budget_->wait(rpc::MemoryBudget::tcp_calls, addr, server_.step_bytes_);
+}
+
+void TcpLoop::on_budget_room() {
+  {
+    std::lock_guard lk(posted_mu_);
+    if (budget_waiting_.empty()) return;
+    resume_.insert(resume_.end(), budget_waiting_.begin(), budget_waiting_.end());
+    budget_waiting_.clear();
+  }
+  wake();
+}
+
+void TcpLoop::take_posted() {
+  std::vector<std::shared_ptr<TcpConnection>> adopted;
+  std::vector<std::pair<std::uint64_t, const char*>> to_close;
+  std::vector<int> resume;
+  {
+    std::lock_guard lk(posted_mu_);
+    adopted.swap(adopted_);
+    to_close.swap(to_close_);
+    resume.swap(resume_);
+  }
+  for (auto& c : adopted) {
+    c->register_with_epoll();
+    spdlog::debug("tcp: connection from {} on loop {}", c->peer().describe(), index_);
+    connections_[c->fd()] = std::move(c);
+  }
+  for (auto [id, why] : to_close) {
+    for (auto& [fd, c] : connections_) {
+      if (c->ticket().id() != id) continue;
+      spdlog::debug("tcp: closing the connection from {} ({})", c->peer().describe(), why);
+      close_connection(fd);
+      break;
+    }
+  }
+  for (int fd : resume) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end() || server_.intake_stopped_) continue;
+    it->second->refresh_events();  // EPOLLIN again, if it was off for the budget
+    on_readable(std::shared_ptr(it->second));
+  }
+}
+
+void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
+  RecordReader& reader = c->reader();
+  // Bounded per wakeup so one busy client cannot starve the others.
+  for (int round = 0; round < 64; ++round) {
+    // Resumed or not, nothing is handed out past a limit: the calls' count,
+    // the connection's bytes, the memory budget (which wakes it later).
+    if (!c->may_read()) return;
+    auto parsed = reader.parse();
+    c->sync_record_charge();
+    if (!parsed) {
+      NFSRDMA_LOG_LIMITED(warn, "tcp: closing connection from {}: {}", c->peer().describe(), parsed.error().describe());
+      close_connection(c->fd());
+      return;
+    }
+    if (*parsed) {
+      std::vector<std::uint8_t> message = reader.take();
+      c->sync_record_charge();
+      const std::size_t bound = server_.options_.reply_bound ? server_.options_.reply_bound(message) : server_.options_.max_record_bytes;
+      const std::size_t charge = message.size() + bound;
+      const bool more = c->begin_call(charge, reader.has_unparsed());
+      auto channel = std::make_shared<TcpCallChannel>(c, charge, std::move(message), server_.shelf_);
+      rpc::IncomingCall call;
+      // A large reply (a READ's) is built in kept room, room for the bound
+      // when it is new, so it fits the next such reply when it comes back.
+      // A bound of a whole record is the default for calls the server did
+      // not size (MOUNT, NLM...), whose replies are small.
+      if (bound >= BufferShelf::kMinBytes && bound < server_.options_.max_record_bytes) {
+        call.reply_buffer = server_.shelf_.take(bound);
+        call.reply_buffer.reserve(bound);
+      }
+      call.message = channel->message();
+      call.channel = std::move(channel);
+      call.listener = c->tag();
+      call.secure = c->secure();
+      server_.handler_(std::move(call));
+      if (!more) return;
+      continue;
+    }
+    auto buf = reader.buffer();
+    ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);
+    if (n == 0) {
+      spdlog::debug("tcp: {} closed the connection", c->peer().describe());
+      close_connection(c->fd());
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      // A reset is how many clients (libnfs among them) hang up.
+      if (errno == ECONNRESET) {
+        spdlog::debug("tcp: {} reset the connection", c->peer().describe());
+      } else {
+        NFSRDMA_LOG_LIMITED(info, "tcp: receive from {} failed: {}", c->peer().describe(), std::strerror(errno));
+      }
+      close_connection(c->fd());
+      return;
+    }
+    c->ticket().touch();
+    reader.commit(static_cast<std::size_t>(n));
+    c->sync_record_charge();
+  }
+  // Out of rounds: records already received will not raise EPOLLIN again.
+  if (reader.has_unparsed()) resume(c->fd());
+}
+
+void TcpLoop::close_connection(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  it->second->release();
+  server_.admission_.remove(it->second->ticket());
+  connections_.erase(it);
+  load_.fetch_sub(1, std::memory_order_relaxed);
+  server_.connection_count_.fetch_sub(1);
+  connections_gauge().add(-1);
+}
+
+void TcpLoop::drop_all() {
+  for (auto& [fd, c] : connections_) c->release();
+  const auto n = static_cast<std::int64_t>(connections_.size());
+  connections_.clear();
+  load_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
+  server_.connection_count_.fetch_sub(static_cast<std::size_t>(n));
+  connections_gauge().add(-n);
+}
+
+void TcpLoop::run() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point stop_deadline{};
+  Clock::time_point next_expiry = Clock::now() + std::chrono::seconds(1);
+  epoll_event events[64];
+  for (;;) {
+    take_posted();
+    if (server_.intake_stopped_ && !intake_applied_) {
+      intake_applied_ = true;
+      if (index_ == 0) server_.drop_listeners(epoll_.get());
+      for (auto& [fd, c] : connections_) c->refresh_events();
+    }
+    if (server_.stopping_) {
+      if (stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(5);
+      bool pending = false;
+      for (auto& [fd, c] : connections_) pending |= c->has_pending_output();
+      if (!pending || Clock::now() > stop_deadline) break;
+    }
+    if (index_ == 0 && Clock::now() >= next_expiry) {
+      server_.close_expired();
+      next_expiry = Clock::now() + std::chrono::seconds(1);
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, server_.stopping_ ? 50 : 1000);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("tcp: epoll_wait failed: {}", std::strerror(errno));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_.get()) {
+        std::uint64_t v;
+        [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+        continue;  // take_posted() next round
+      }
+      if (index_ == 0 && server_.accept_from(fd)) continue;
+      auto it = connections_.find(fd);
+      if (it == connections_.end()) continue;
+      auto c = it->second;
+      if (events[i].events & (EPOLLHUP | EPOLLERR)) {
+        // Reset, or shut in both directions: no reply can reach the client.
+        spdlog::debug("tcp: {} hung up", c->peer().describe());
+        close_connection(fd);
+        continue;
+      }
+      if ((events[i].events & EPOLLOUT) && !c->on_writable()) {
+        close_connection(fd);
+        continue;
+      }
+      if ((events[i].events & EPOLLIN) && !server_.intake_stopped_) on_readable(c);
+    }
+  }
+  take_posted();
+  drop_all();
+}
+
+}  // namespace nfsrdma::tcp

@@ -1,0 +1,77 @@
+// One of TcpServer's event loops (tcp_server.hpp): a thread that owns an
+// epoll set over its share of the connections, reads their records, hands
+// the calls out, and writes what replies left queued. A connection is the
+// loop's from adopt() until it ends; its replies may come from any thread.
+// Internal to lib/transport/tcp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lib/rpc/admission.hpp"
+#include "lib/rpc/budget.hpp"
+#include "lib/transport/tcp/socket.hpp"
+
+namespace nfsrdma::tcp {
+
+class TcpServer;
+class TcpConnection;
+
+class TcpLoop {
+ public:
+  TcpLoop(TcpServer& server, unsigned index);
+  ~TcpLoop();  // releases what it still has; the thread has ended
+  TcpLoop(const TcpLoop&) = delete;
+  TcpLoop& operator=(const TcpLoop&) = delete;
+
+  void start();
+  void join();
+  int epoll_fd() const { return epoll_.get(); }
+  // Connections given and not yet ended: where the next one goes.
+  std::size_t load() const { return load_.load(std::memory_order_relaxed); }
+
+  // ---- thread-safe ----
+  // From loop 0's accept: the loop takes the connection over.
+  void adopt(Fd fd, const rpc::Peer& peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket);
+  // Closes the connection holding admission ticket `id`, if this loop has
+  // it; `why` is for the log.
+  void close_ticket(std::uint64_t id, const char* why);
+  void wake();
+  // A connection that stopped reading with bytes already received: the loop
+  // parses them when it may read again.
+  void resume(int fd);
+  // Whether the budget has room for one more step of the connection `fd`
+  // from `addr`; if not, `fd` is resumed once memory is released.
+  bool budget_allows(int fd, const rpc::Address& addr);
+  void on_budget_room();
+
+ private:
+  void run();
+  void take_posted();  // adopted connections, tickets to close, connections to resume
+  void on_readable(const std::shared_ptr<TcpConnection>& c);
+  void close_connection(int fd);
+  void drop_all();  // what the loop still has, at its end
+
+  TcpServer& server_;
+  const unsigned index_;
+  Fd epoll_;
+  Fd wake_fd_;
+  std::thread thread_;
+  std::atomic<std::size_t> load_{0};
+  std::mutex posted_mu_;  // guards the four below
+  std::vector<std::shared_ptr<TcpConnection>> adopted_;
+  std::vector<std::pair<std::uint64_t, const char*>> to_close_;
+  std::vector<int> resume_;
+  std::vector<int> budget_waiting_;
+  // Loop thread only.
+  std::map<int, std::shared_ptr<TcpConnection>> connections_;
+  bool intake_applied_ = false;
+};
+
+}  // namespace nfsrdma::tcp
