@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -142,14 +144,23 @@ double metric(const std::string& scraped, const std::string& name) {
 }
 
 std::uint16_t free_port() {
-  socklen_t len = 0;
-  auto addr = tcp::resolve(test_server_host(), 0, len);
-  if (!addr) throw std::runtime_error(addr.error().describe());
-  Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd.get(), 1) != 0) {
-    throw std::runtime_error(std::string("free_port: ") + std::strerror(errno));
+  // The kernel may give a port closed here again: never the same one twice
+  // in a process (a test's --metrics port that was also its server's NFS
+  // port made the server exit just after it answered the first connection).
+  static std::mutex mu;
+  static std::set<std::uint16_t> given;
+  for (;;) {
+    socklen_t len = 0;
+    auto addr = tcp::resolve(test_server_host(), 0, len);
+    if (!addr) throw std::runtime_error(addr.error().describe());
+    Fd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 || ::listen(fd.get(), 1) != 0) {
+      throw std::runtime_error(std::string("free_port: ") + std::strerror(errno));
+    }
+    const std::uint16_t port = tcp::local_port(fd.get());
+    std::lock_guard lk(mu);
+    if (given.insert(port).second) return port;
   }
-  return tcp::local_port(fd.get());
 }
 
 ServerProcess::ServerProcess(std::vector<std::string> exports, std::vector<std::string> extra)
