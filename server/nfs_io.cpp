@@ -13,6 +13,7 @@
 // are patched afterwards; the data's place is recorded for transports that
 // move it separately (an RDMA Write chunk).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -186,6 +187,8 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
     return NFS3ERR_JUKEBOX;
   }
   const std::int64_t started = ctx.may_block ? 0 : steady_ns();
+  rusage before {};
+  if (!ctx.may_block) ::getrusage(RUSAGE_THREAD, &before);
   r.file_wcc.before = to_wcc_attr(st);
   auto after = [&] {
     struct stat now {};
@@ -212,8 +215,13 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
     }
   }
   if (!ctx.may_block) {
+    // Slow because it slept (dirty-page throttling, a journal handle, a lock
+    // held), not because the thread was preempted on a busy machine, which
+    // handing WRITEs to more threads would only make worse.
     const std::int64_t took = steady_ns() - started;
-    if (took > std::chrono::nanoseconds(kSlowInlineWrite).count()) {
+    rusage now {};
+    if (took > std::chrono::nanoseconds(kSlowInlineWrite).count() && ::getrusage(RUSAGE_THREAD, &now) == 0 &&
+        now.ru_nvcsw > before.ru_nvcsw) {
       inline_writes_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlineWritePause).count(),
                                    std::memory_order_relaxed);
       NFSRDMA_LOG_LIMITED(info, "nfs: a WRITE of {} bytes took {} µs on a transport's thread; WRITEs go to workers for {} s",

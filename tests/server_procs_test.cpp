@@ -1,15 +1,19 @@
 // Every NFSv3 and MOUNTv3 procedure against the real server on a temporary
 // export, through our own TCP client.
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "tests/server_harness.hpp"
 
@@ -443,6 +447,70 @@ TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
     ASSERT_EQ(client.call<READ3res>(Proc::READ, READ3args{f, 0, 4096}).status, NFS3_OK);
   }
   EXPECT_GE(inline_ran() - before, 140) << "of 150 NULLs, GETATTRs and READs over TCP, the ones run inline";
+}
+
+// An inline WRITE that took long because its thread was preempted (a busy
+// machine) sends no WRITEs to the workers, which would only add threads to a
+// busy CPU; only one that slept (dirty-page throttling) does. Here the server
+// shares one CPU with a thread that runs 3 ms and sleeps 3 ms: each time it
+// wakes the scheduler preempts the server's thread for it, often in the
+// middle of a WRITE.
+TEST(ServerProcsOverTcp, AWriteThatWasPreemptedSendsNoWritesToWorkers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs a CPU for the client";
+  TempDir dir;
+  const std::uint16_t metrics_port = free_port();
+  ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash,async)"},
+                       {"--no-rdma", "--tcp-threads", "1", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+  cpu_set_t first{}, rest{};
+  CPU_SET(0, &first);
+  for (unsigned c = 1; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &rest);
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(server.pid()) + "/task")) {
+    ASSERT_EQ(::sched_setaffinity(std::stoi(t.path().filename()), sizeof first, &first), 0);
+  }
+  ASSERT_EQ(::sched_setaffinity(0, sizeof rest, &rest), 0);
+  std::atomic<bool> hogging{true};
+  std::thread hog([&] {
+    ::pthread_setaffinity_np(::pthread_self(), sizeof first, &first);
+    while (hogging.load(std::memory_order_relaxed)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  });
+  Client client(server);
+  const nfs_fh3 root = client.mount_root(dir.path());
+  const nfs_fh3 f = client.create(root, "data");
+  std::vector<std::uint8_t> block(4096, 0x5a);
+  const auto to_workers = [&] {
+    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{result=\"worker\"}");
+  };
+  // The first opens the file, on a worker.
+  ASSERT_EQ(client.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 4096, stable_how::UNSTABLE, block}).status, NFS3_OK);
+  const double before = to_workers();
+  // Four connections on the server's one event loop keep it busy.
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      Client c(server);
+      c.mount_root(dir.path());
+      for (int i = 0; i < 1000; ++i) {
+        const WRITE3args a{f, static_cast<std::uint64_t>(w * 64 + i % 64) * 4096, 4096, stable_how::UNSTABLE, block};
+        if (c.call<WRITE3res>(Proc::WRITE, a).status != NFS3_OK) failed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  const double sent = to_workers() - before;
+  hogging = false;
+  hog.join();
+  cpu_set_t all{};
+  for (unsigned c = 0; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &all);
+  ::sched_setaffinity(0, sizeof all, &all);
+  EXPECT_EQ(sent, 0) << "of 4000 WRITEs over TCP, the ones sent to workers";
 }
 
 }  // namespace
