@@ -67,6 +67,11 @@ bool MemoryBudget::try_charge(Kind kind, const Address& addr, std::size_t bytes)
   return true;
 }
 
+void MemoryBudget::relabel(Kind from, Kind to, std::size_t bytes) {
+  held_[from]->add(-static_cast<std::int64_t>(bytes));
+  held_[to]->add(static_cast<std::int64_t>(bytes));
+}
+
 void MemoryBudget::charge(Kind kind, const Address& addr, std::size_t bytes) {
   {
     std::lock_guard lk(mu_);

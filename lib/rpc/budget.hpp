@@ -53,6 +53,8 @@ class MemoryBudget {
   bool room(const Address& addr, std::size_t bytes);
   void charge(Kind kind, const Address& addr, std::size_t bytes);
   void release(Kind kind, const Address& addr, std::size_t bytes);
+  // `bytes` charged as `from` now count as `to` (the totals do not move).
+  void relabel(Kind from, Kind to, std::size_t bytes);
 
   // `wake` runs (on the releasing thread, holding only the wakers' own lock)
   // after a release that makes room for someone who wait()ed; a transport

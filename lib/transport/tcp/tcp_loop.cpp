@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -40,12 +41,37 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     std::lock_guard lk(mu_);
     held(-static_cast<std::int64_t>(held_));
     sync_record_charge(true);
+    end_step();
   }
 
-  // Loop thread: charges (or releases) what the partial record holds now.
+  // ---- loop thread: one read step ----
+  // A step (a record parsed and handed out, or one recv) adds at most
+  // step_bytes_. It is charged to the budget before it is taken, so loops
+  // stepping at once cannot pass the budget together; what it adds is drawn
+  // from that charge, and end_step() gives back the rest. False: a limit is
+  // reached (the loop is resumed once the budget has room).
+  bool begin_step() {
+    {
+      std::lock_guard lk(mu_);
+      const auto& o = server_.options_;
+      if (closed_ || in_flight_ >= o.max_calls_in_flight || held_ >= o.max_connection_bytes) return false;
+    }
+    while (reserved_ == 0) {
+      if (!loop_.budget_allows(raw_fd_, addr_)) return false;
+      if (server_.budget_->try_charge(kStepKind, addr_, server_.step_bytes_)) reserved_ = server_.step_bytes_;
+    }
+    return true;
+  }
+
+  void end_step() {
+    if (reserved_ > 0) server_.budget_->release(kStepKind, addr_, reserved_);
+    reserved_ = 0;
+  }
+
+  // Charges (or releases) what the partial record holds now.
   void sync_record_charge(bool gone = false) {
     const std::size_t now = gone ? 0 : reader_.held_bytes();
-    if (now > record_charged_) server_.budget_->charge(rpc::MemoryBudget::tcp_records, addr_, now - record_charged_);
+    if (now > record_charged_) charge_step(rpc::MemoryBudget::tcp_records, now - record_charged_);
     if (now < record_charged_) server_.budget_->release(rpc::MemoryBudget::tcp_records, addr_, record_charged_ - now);
     record_charged_ = now;
   }
@@ -102,15 +128,11 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   bool begin_call(std::size_t charge, bool unparsed) {
     std::lock_guard lk(mu_);
     ++in_flight_;
-    held(static_cast<std::int64_t>(charge));
+    charge_step(rpc::MemoryBudget::tcp_calls, charge);
+    held_ += charge;
     unparsed_ = unparsed;
     update_events_locked();
     return may_read_locked();
-  }
-
-  bool may_read() {
-    std::lock_guard lk(mu_);
-    return !closed_ && may_read_locked();
   }
 
   void refresh_events() {
@@ -165,6 +187,14 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     const auto& o = server_.options_;
     return in_flight_ < o.max_calls_in_flight && held_ < o.max_connection_bytes &&
            loop_.budget_allows(raw_fd_, addr_);
+  }
+
+  // What the step adds, drawn from its charge first.
+  void charge_step(rpc::MemoryBudget::Kind kind, std::size_t bytes) {
+    const std::size_t drawn = std::min(bytes, reserved_);
+    reserved_ -= drawn;
+    if (drawn > 0 && kind != kStepKind) server_.budget_->relabel(kStepKind, kind, drawn);
+    if (bytes > drawn) server_.budget_->charge(kind, addr_, bytes - drawn);
   }
 
   // held_ and the budget move together (mu_ held).
@@ -262,6 +292,8 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
   std::size_t held_ = 0;       // bytes those calls count for (charged to the budget)
   std::size_t record_charged_ = 0;  // reader_'s bytes charged to the budget (loop thread)
+  static constexpr rpc::MemoryBudget::Kind kStepKind = rpc::MemoryBudget::tcp_records;
+  std::size_t reserved_ = 0;  // what is left of the step's charge (loop thread)
   bool unparsed_ = false;      // received bytes wait in reader_
   std::uint32_t events_ = 0;
   bool closed_ = false;
@@ -304,7 +336,6 @@ TcpLoop::TcpLoop(TcpServer& server, unsigned index)
 
 TcpLoop::~TcpLoop() {
   join();
-  take_posted();
   drop_all();
 }
 
@@ -389,6 +420,7 @@ void TcpLoop::take_posted() {
   }
   for (auto& c : adopted) {
     c->register_with_epoll();
+    if (intake_applied_) c->refresh_events();  // adopted as intake stopped: not read
     spdlog::debug("tcp: connection from {} on loop {}", c->peer().describe(), index_);
     connections_[c->fd()] = std::move(c);
   }
@@ -411,10 +443,15 @@ void TcpLoop::take_posted() {
 void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
   RecordReader& reader = c->reader();
   // Bounded per wakeup so one busy client cannot starve the others.
+  struct StepEnd {
+    TcpConnection& c;
+    ~StepEnd() { c.end_step(); }
+  };
   for (int round = 0; round < 64; ++round) {
     // Resumed or not, nothing is handed out past a limit: the calls' count,
     // the connection's bytes, the memory budget (which wakes it later).
-    if (!c->may_read()) return;
+    if (!c->begin_step()) return;
+    StepEnd step{*c};
     auto parsed = reader.parse();
     c->sync_record_charge();
     if (!parsed) {
@@ -442,6 +479,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       call.channel = std::move(channel);
       call.listener = c->tag();
       call.secure = c->secure();
+      c->end_step();  // before the call runs, which may be here
       server_.handler_(std::move(call));
       if (!more) return;
       continue;
@@ -484,8 +522,14 @@ void TcpLoop::close_connection(int fd) {
 }
 
 void TcpLoop::drop_all() {
+  std::vector<std::shared_ptr<TcpConnection>> adopted;  // after the loop's end (a stop racing an accept)
+  {
+    std::lock_guard lk(posted_mu_);
+    adopted.swap(adopted_);
+  }
+  for (auto& c : adopted) c->release();
   for (auto& [fd, c] : connections_) c->release();
-  const auto n = static_cast<std::int64_t>(connections_.size());
+  const auto n = static_cast<std::int64_t>(connections_.size() + adopted.size());
   connections_.clear();
   load_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
   server_.connection_count_.fetch_sub(static_cast<std::size_t>(n));
@@ -543,7 +587,6 @@ void TcpLoop::run() {
       if ((events[i].events & EPOLLIN) && !server_.intake_stopped_) on_readable(c);
     }
   }
-  take_posted();
   drop_all();
 }
 

@@ -21,11 +21,12 @@
 // client that never reads its replies holds a bounded amount and nothing
 // grows. Records are parsed as they arrive (RecordReader); bytes already
 // received when reading stops are parsed once it resumes. The same bytes, and
-// partial records, are charged to the server's rpc::MemoryBudget; a
-// connection reads on only while the budget, and its address's share, have
-// room for the most one step can add (a record and its reply's bound), so the
-// sum over every connection stays under the budget too. One stopped for the
-// budget reads again when memory is released.
+// partial records, are charged to the server's rpc::MemoryBudget; each read
+// step of a connection (a record handed out, or one recv) is charged first
+// with the most it can add (a record and its reply's bound) and draws what
+// it adds from that, so loops stepping at once stay under the budget and its
+// address's share together. One stopped for the budget reads again when
+// memory is released.
 //
 // Teardown: stop_intake() stops accepting and reading; stop() ends run() once
 // queued replies are written (or after a grace period).
