@@ -57,7 +57,10 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
       if (closed_ || in_flight_ >= o.max_calls_in_flight || held_ >= o.max_connection_bytes) return false;
     }
     while (reserved_ == 0) {
-      if (!loop_.budget_allows(raw_fd_, addr_)) return false;
+      if (!loop_.budget_allows(raw_fd_, addr_)) {
+        stop_reading();  // until the budget wakes it: the loop would spin on EPOLLIN
+        return false;
+      }
       if (server_.budget_->try_charge(kStepKind, addr_, server_.step_bytes_)) reserved_ = server_.step_bytes_;
     }
     return true;
@@ -125,11 +128,14 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
 
   // Counts a call handed out with `charge` bytes; `unparsed`: bytes after it
   // are already received. Returns whether the loop may read on.
+  // Ends the step: what the call leaves of its charge is given back before
+  // the budget is asked whether the connection may read on.
   bool begin_call(std::size_t charge, bool unparsed) {
     std::lock_guard lk(mu_);
     ++in_flight_;
     charge_step(rpc::MemoryBudget::tcp_calls, charge);
     held_ += charge;
+    end_step();
     unparsed_ = unparsed;
     update_events_locked();
     return may_read_locked();
@@ -138,6 +144,16 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   void refresh_events() {
     std::lock_guard lk(mu_);
     update_events_locked();
+  }
+
+  void stop_reading() {
+    std::lock_guard lk(mu_);
+    if (closed_ || !(events_ & EPOLLIN)) return;
+    events_ &= ~static_cast<std::uint32_t>(EPOLLIN);
+    epoll_event ev{};
+    ev.events = events_;
+    ev.data.fd = raw_fd_;
+    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, raw_fd_, &ev);
   }
 
   int tag() const { return tag_; }
@@ -479,7 +495,6 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       call.channel = std::move(channel);
       call.listener = c->tag();
       call.secure = c->secure();
-      c->end_step();  // before the call runs, which may be here
       server_.handler_(std::move(call));
       if (!more) return;
       continue;
