@@ -7,8 +7,8 @@ kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
 full preset adds a short one where QEMU runs. Writes results.json and
 report.html and prints a table.
 
-  bench/compare/run.py [--preset quick|full|transfer|smallfiles|smoke|kernel|kernel-quick|kernel-smallfiles|
-                        kernel-smoke]
+  bench/compare/run.py [--preset quick|full|engine|transfer|smallfiles|smoke|kernel|kernel-quick|
+                        kernel-smallfiles|kernel-smoke]
                        [--build build] [--out DIR]
 """
 import argparse

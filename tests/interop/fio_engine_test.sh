@@ -73,11 +73,17 @@ run_fio gone tcp --rw=write --bs=64k --unlink=1 || fail "unlink job"
 [ ! -e "$EXPORT/gone.0.0" ] || fail "unlink=1 left the file on the export"
 echo "ok: unlink=1 honoured"
 
-# The same-run comparison script, briefly.
-SECS=0.5 SIZE=16M "$TESTS_DIR/../bench/fio_compare.sh" "$(dirname "$FIO_ENGINE")/.." >"$WORK/compare.out" ||
-  { cat "$WORK/compare.out"; fail "fio_compare.sh"; }
-[ "$(grep -cE '^(rdma|tcp) ' "$WORK/compare.out")" = 6 ] || { cat "$WORK/compare.out"; fail "fio_compare.sh rows"; }
-echo "ok: bench/fio_compare.sh"
+# The engine preset of the comparison harness, briefly: every job with its
+# transport baseline.
+python3 "$TESTS_DIR/../bench/compare/run.py" --preset engine --seconds 0.5 --build "$(dirname "$FIO_ENGINE")/.." \
+  --out "$WORK/compare" >"$WORK/compare.out" 2>&1 || { tail -30 "$WORK/compare.out"; fail "run.py --preset engine"; }
+python3 - "$WORK/compare/results.json" <<'PY' || { cat "$WORK/compare.out"; fail "run.py --preset engine: cells"; }
+import json, sys
+cells = [c for c in json.load(open(sys.argv[1]))["cells"] if c["path"] == "engine"]
+assert len(cells) == 6, len(cells)
+assert all(c["iops"]["median"] > 0 and c["transport_limit"]["ratio"] > 0 for c in cells), cells
+PY
+echo "ok: bench/compare/run.py --preset engine"
 
 # A refused export fails the job with a clear message.
 if run_fio refused rdma --rw=write --bs=4k --nfs_export="127.0.0.1:/not/exported"; then fail "refused export ran"; fi
