@@ -6,10 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.deps/fio-libnfs
-if [ -x "$out/fio" ] && "$out/fio" --enghelp 2>/dev/null | grep -qw nfs; then realpath "$out/fio"; exit 0; fi
+if [ -x "$out/fio" ] && grep -qw nfs <<<"$("$out/fio" --enghelp 2>/dev/null)"; then realpath "$out/fio"; exit 0; fi
 src=$(tools/fio-source.sh)
 rm -rf "$out" && cp -a "$src" "$out"
 (cd "$out" && make -s clean >/dev/null 2>&1 || true; ./configure --disable-native --enable-libnfs >/dev/null &&
   make -s -j"$(nproc)" fio >/dev/null 2>&1)
-"$out/fio" --enghelp | grep -qw nfs || { echo "fio-libnfs: built fio has no nfs engine" >&2; exit 1; }
+grep -qw nfs <<<"$("$out/fio" --enghelp)" || { echo "fio-libnfs: built fio has no nfs engine" >&2; exit 1; }
 realpath "$out/fio"

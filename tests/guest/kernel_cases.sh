@@ -479,7 +479,7 @@ iwarp_up() {
   rdma_devices siw || return 1
   rdma link show
   [ "$(cat /sys/class/infiniband/siw0/node_type)" = "4: RNIC" ] || die "siw0 is not an iWARP RNIC"
-  fi_info -p verbs -t FI_EP_MSG | grep -q "domain: siw0" || die "libfabric's verbs provider does not see siw0"
+  grep -q "domain: siw0" <<<"$(fi_info -p verbs -t FI_EP_MSG)" || die "libfabric's verbs provider does not see siw0"
   start_ours || return 1
   # Under a small locked-memory limit a mount fails, and says which limit.
   local out

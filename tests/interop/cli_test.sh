@@ -3,7 +3,7 @@
 # one-line reason before anything is served.
 . "$(dirname "$0")/common.sh"
 
-"$NFSRDMA_SERVER" --help | grep -q -- "--export" || fail "--help does not describe --export"
+grep -q -- "--export" <<<"$("$NFSRDMA_SERVER" --help)" || fail "--help does not describe --export"
 
 expect_error() {  # expected-text args...
   local want=$1; shift

@@ -62,7 +62,7 @@ echo "ok: a corrupted file fails verification"
 # Bare name: installed where the loader looks (here a private directory on LD_LIBRARY_PATH).
 mkdir -p "$WORK/lib"
 install -m 0755 "$FIO_ENGINE" "$WORK/lib/nfsrdma"
-LD_LIBRARY_PATH="$WORK/lib" fio --enghelp=nfsrdma | grep -q nfs_export || fail "--enghelp=nfsrdma lists no options"
+grep -q nfs_export <<<"$(LD_LIBRARY_PATH="$WORK/lib" fio --enghelp=nfsrdma)" || fail "--enghelp=nfsrdma lists no options"
 LD_LIBRARY_PATH="$WORK/lib" fio --name=bare --ioengine=nfsrdma --nfs_export="127.0.0.1:$EXPORT" --nfs_port="$RDMA_PORT" \
   --nfs_mount_port="$MOUNT_PORT" --nfs_provider=tcp --filename=bare.dat --size=2M --bs=128k --rw=write \
   --verify=crc32c >"$WORK/bare.out" 2>&1 || { cat "$WORK/bare.out"; fail "bare-name run"; }

@@ -40,7 +40,7 @@ mkdir "$WORK/src"
 DEB=$(ls "$WORK"/nfsrdma_*.deb)
 grep -Eq "ninja -j ?2 .*nfsrdma-server" "$WORK/build.log" || fail "DEB_BUILD_OPTIONS=parallel=2 did not reach ninja"
 ls "$WORK"/nfsrdma-dbgsym_*.*deb >/dev/null 2>&1 || fail "no nfsrdma-dbgsym package"
-dpkg-deb -c "$DEB" | grep -q "/usr/lib/debug" && fail "debug files in the main package: $(dpkg-deb -c "$DEB" | grep /usr/lib/debug)"
+grep -q "/usr/lib/debug" <<<"$(dpkg-deb -c "$DEB")" && fail "debug files in the main package: $(dpkg-deb -c "$DEB" | grep /usr/lib/debug)"
 echo "ok: built $(basename "$DEB") (ninja -j2, debug symbols in $(basename "$WORK"/nfsrdma-dbgsym_*.*deb))"
 
 # 2. Install with apt, which brings the runtime dependencies.
@@ -60,7 +60,7 @@ systemd-analyze verify "$UNIT" || fail "systemd-analyze verify $UNIT"
 for doc in nfsrdma-server nfsrdma-fuse nfsrdma-stat nfsrdma-fio; do
   man -w "$doc" >/dev/null || fail "man $doc"
 done
-MANWIDTH=80 man nfsrdma-fuse 2>/dev/null | grep -q "local_lock" || fail "man nfsrdma-fuse does not document local_lock"
+grep -q "local_lock" <<<"$(MANWIDTH=80 man nfsrdma-fuse 2>/dev/null)" || fail "man nfsrdma-fuse does not document local_lock"
 EXPORT=$WORK/pool
 MNT=$WORK/mnt
 mkdir -p "$EXPORT" "$MNT" "$WORK/gen"
