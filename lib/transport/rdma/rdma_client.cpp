@@ -6,7 +6,7 @@
 
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
-#include "lib/rpcrdma/chunk_plan.hpp"
+#include "lib/rpcrdma/marshal.hpp"
 #include "lib/rpcrdma/private_data.hpp"
 
 namespace nfsrdma::rdma {
@@ -19,26 +19,27 @@ metrics::Gauge& credits_in_use() {
   return g;
 }
 
-// RFC 8166 §3.4.6: a returned chunk carries the segments its call offered,
-// with lengths cut to what was placed. Says what a reply claims beyond that
-// (bytes the server never wrote there, or another call's memory), if anything.
-std::optional<std::string> overclaim(const rpcrdma::Header& h, const std::optional<rpcrdma::Segment>& write,
-                                     const std::optional<rpcrdma::Segment>& reply) {
-  auto beyond = [](const rpcrdma::WriteChunk& c, const std::optional<rpcrdma::Segment>& offered) {
-    if (c.segments.empty()) return false;
-    if (!offered || c.segments.size() != 1) return true;
-    const rpcrdma::Segment& s = c.segments[0];
-    return s.handle != offered->handle || s.offset != offered->offset || s.length > offered->length;
-  };
-  if (h.write_list.size() > 1 || (!h.write_list.empty() && beyond(h.write_list[0], write))) {
-    return "returned a Write chunk beyond what the call offered";
+// What a faulty reply means for its call, in words the user can act on.
+Error reply_error(const rpcrdma::ReplyLayout& r, const rpcrdma::Header& h, const std::string& peer) {
+  using enum rpcrdma::ReplyFault;
+  switch (r.fault) {
+    case err_vers:
+      return Error{ErrorDomain::rpc, EPROTONOSUPPORT, Action::fail,
+                   "rpcrdma: server " + peer + " does not speak RPC-over-RDMA version 1 (ERR_VERS " +
+                       std::to_string(h.vers_low) + "-" + std::to_string(h.vers_high) + ")"};
+    case err_chunk:
+      return Error{ErrorDomain::rpc, EPROTO, Action::fail, "rpcrdma: server " + peer + " refused the call's chunk lists (ERR_CHUNK)"};
+    case overclaim:
+      return Error{ErrorDomain::rpc, EPROTO, Action::fail, "rpcrdma: server " + peer + " " + r.why};
+    case unexpected:
+      return Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: server " + peer + " " + r.why};
+    case unparseable:
+    case none:
+      break;
   }
-  if (h.reply_chunk && beyond(*h.reply_chunk, reply)) return "returned a Reply chunk beyond what the call offered";
-  return std::nullopt;
+  return Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unparseable reply header from " + peer};
 }
 }  // namespace
-
-using rpcrdma::Header;
 
 Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host, std::uint16_t port,
                                                         RdmaClientOptions options) {
@@ -219,64 +220,37 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
                            (plan.reply_bytes ? 1 : 0);
   if (bounce_->available() < need || send_pool_->available() == 0) return Issue::wait;
   Pending p;
-  Header h;
-  h.xid = call.xid;
-  h.credits = options_.max_credits;
-  h.proc = plan.proc;
-  auto segment_for = [&](std::optional<std::size_t>& slot, std::uint32_t bytes) {
+  auto bounce_target = [&](std::optional<std::size_t>& slot) {
     slot = bounce_->take();
-    auto mem = bounce_->slot(*slot);
-    return rpcrdma::Segment{bounce_->region(*slot).key(), bytes, bounce_->region(*slot).remote_address(mem.data())};
+    return rpcrdma::Target{bounce_->region(*slot).key(), bounce_->region(*slot).remote_address(bounce_->slot(*slot).data())};
   };
-  // What goes inline: bytes [0, a_end) and [b_from, total) of the call.
-  std::size_t a_end = total, b_from = total;
-  if (plan.read_bytes) {
-    if (plan.proc == rpcrdma::RDMA_NOMSG) {
-      a_end = 0;
-    } else {
-      a_end = plan.read_position;
-      b_from = plan.read_position + xdr::pad4(plan.read_bytes);
-    }
-    if (direct_read) {
-      const CallerRegion* r = region_of(in.payload.data(), in.payload.size());
-      h.read_list.push_back({plan.read_position, {r->mr.key(), plan.read_bytes, r->mr.remote_address(in.payload.data())}});
-    } else {
-      rpcrdma::Segment s = segment_for(p.read_slot, plan.read_bytes);
-      in.copy(plan.proc == rpcrdma::RDMA_NOMSG ? 0 : plan.read_position, plan.read_bytes,
-              bounce_->slot(*p.read_slot).data());
-      bounce_bytes_ += plan.read_bytes;
-      h.read_list.push_back({plan.read_position, s});
-    }
+  auto caller_target = [&](const void* at, std::size_t n) {
+    const CallerRegion* r = region_of(at, n);
+    return rpcrdma::Target{r->mr.key(), r->mr.remote_address(at)};
+  };
+  rpcrdma::ChunkTargets t;
+  if (plan.read_bytes) t.read = direct_read ? caller_target(in.payload.data(), in.payload.size()) : bounce_target(p.read_slot);
+  if (plan.write_bytes) {
+    t.write = direct_write ? caller_target(call.direct_reply.data(), plan.write_bytes) : bounce_target(p.write_slot);
   }
-  if (direct_write) {
-    const CallerRegion* r = region_of(call.direct_reply.data(), plan.write_bytes);
-    rpcrdma::WriteChunk w;
-    w.segments.push_back({r->mr.key(), plan.write_bytes, r->mr.remote_address(call.direct_reply.data())});
-    h.write_list.push_back(w);
-    p.reply_placed = true;
-    p.write_offered = w.segments[0];
-  } else if (plan.write_bytes) {
-    rpcrdma::WriteChunk w;
-    w.segments.push_back(segment_for(p.write_slot, plan.write_bytes));
-    h.write_list.push_back(w);
-    p.write_offered = w.segments[0];
+  if (plan.reply_bytes) t.reply = bounce_target(p.reply_slot);
+  const rpcrdma::MarshaledCall m = rpcrdma::marshal_call(call.xid, options_.max_credits, plan, total, t);
+  if (p.read_slot) {
+    in.copy(m.read_from, plan.read_bytes, bounce_->slot(*p.read_slot).data());
+    bounce_bytes_ += plan.read_bytes;
   }
-  if (plan.reply_bytes) {
-    rpcrdma::WriteChunk r;
-    r.segments.push_back(segment_for(p.reply_slot, plan.reply_bytes));
-    h.reply_chunk = r;
-    p.reply_offered = r.segments[0];
-  }
+  p.reply_placed = direct_write;
+  p.offered = rpcrdma::offers_of(m.header);
   std::size_t slot = *send_pool_->take();
   auto buf = send_pool_->slot(slot);
   head_.clear();
   xdr::Encoder e(head_);
-  rpcrdma::encode_header(e, h);
-  const std::size_t sent = head_.size() + a_end + (total - b_from);
+  rpcrdma::encode_header(e, m.header);
+  const std::size_t sent = head_.size() + m.head_end + (total - m.tail_from);
   NFSRDMA_CHECK(sent <= buf.size());
   std::memcpy(buf.data(), head_.data(), head_.size());
-  in.copy(0, a_end, buf.data() + head_.size());
-  in.copy(b_from, total - b_from, buf.data() + head_.size() + a_end);
+  in.copy(0, m.head_end, buf.data() + head_.size());
+  in.copy(m.tail_from, total - m.tail_from, buf.data() + head_.size() + m.head_end);
   p.handler = std::move(handler);
   auto it = pending_.insert_or_assign(call.xid, std::move(p)).first;
   ++in_flight_;
@@ -324,44 +298,29 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
         // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
         credits_ = std::clamp<std::uint32_t>(d.header.credits, 1, options_.max_credits);
       }
-      const Header& h = d.header;
-      if (d.failure != rpcrdma::DecodeFailure::none) {
-        error = Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unparseable reply header from " + peer_};
-      } else if (h.proc == rpcrdma::RDMA_ERROR) {
-        error = h.error == rpcrdma::ERR_VERS
-                    ? Error{ErrorDomain::rpc, EPROTONOSUPPORT, Action::fail,
-                            "rpcrdma: server " + peer_ + " does not speak RPC-over-RDMA version 1 (ERR_VERS " +
-                                std::to_string(h.vers_low) + "-" + std::to_string(h.vers_high) + ")"}
-                    : Error{ErrorDomain::rpc, EPROTO, Action::fail,
-                            "rpcrdma: server " + peer_ + " refused the call's chunk lists (ERR_CHUNK)"};
-      } else if (auto lie = overclaim(h, p.write_offered, p.reply_offered)) {
-        spdlog::warn("rdma: reply from {} for xid {:#x} refused: {}", peer_, h.xid, *lie);
-        error = Error{ErrorDomain::rpc, EPROTO, Action::fail, "rpcrdma: server " + peer_ + " " + *lie};
-      } else if (h.proc == rpcrdma::RDMA_NOMSG && h.reply_chunk && p.reply_slot) {
-        std::uint64_t n = std::min<std::uint64_t>(h.reply_chunk->length(), bounce_->slot_bytes());
-        auto src = bounce_->slot(*p.reply_slot).first(n);
+      const rpcrdma::ReplyLayout r = rpcrdma::read_reply(d, p.offered);
+      if (r.fault == rpcrdma::ReplyFault::overclaim) {
+        spdlog::warn("rdma: reply from {} for xid {:#x} refused: {}", peer_, d.header.xid, r.why);
+      }
+      if (r.fault != rpcrdma::ReplyFault::none) {
+        error = reply_error(r, d.header, peer_);
+      } else if (r.in_reply_chunk) {
+        // An offer is a bounce buffer's, and read_reply kept the length within it.
+        auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
         joined.assign(src.begin(), src.end());
         reply = joined;
         ok = true;
-      } else if (h.proc == rpcrdma::RDMA_MSG) {
-        reply = bytes.subspan(d.header_bytes);
-        std::uint64_t n = h.write_list.empty() ? 0 : h.write_list[0].length();
-        if (n > 0 && p.write_slot) {
-          // The reduced item (READ data, READLINK path) is the last item of an
-          // NFSv3 reply: it goes back after the inline part, round-up restored.
-          n = std::min<std::uint64_t>(n, bounce_->slot_bytes());
-          auto data = bounce_->slot(*p.write_slot).first(n);
-          joined.assign(reply.begin(), reply.end());
-          joined.insert(joined.end(), data.begin(), data.end());
-          joined.resize(joined.size() + (xdr::pad4(n) - n), 0);
+      } else {
+        reply = bytes.subspan(r.inline_from);
+        if (r.write_bytes > 0 && p.write_slot) {
+          auto data = bounce_->slot(*p.write_slot).first(r.write_bytes);
+          rpcrdma::join_reply(reply, data, joined);
           reply = joined;
-          bounce_bytes_ += n;
+          bounce_bytes_ += r.write_bytes;
         }
         // With `reply_placed` the data is already in the caller's memory and
         // the reply stays reduced (see rpc::OutgoingCall::reply_payload).
         ok = true;
-      } else {
-        error = Error{ErrorDomain::rpc, EPROTO, Action::reconnect, "rpcrdma: unexpected reply from " + peer_};
       }
       release_locked(p);
     }

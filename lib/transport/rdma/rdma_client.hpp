@@ -1,5 +1,6 @@
 // The client side of RPC-over-RDMA v1 (RFC 8166): one connection, calls in
-// flight up to the server's credit grant, chunks chosen by plan_call().
+// flight up to the server's credit grant, chunks chosen by plan_call() and
+// marshaled by marshal_call(), replies read by read_reply().
 //
 // Theory of operation: call() issues a call at once, straight from the
 // caller's buffers, when a credit and the bounce buffers its plan needs are
@@ -27,6 +28,7 @@
 #include <unordered_map>
 
 #include "lib/rpc/transport.hpp"
+#include "lib/rpcrdma/marshal.hpp"
 #include "lib/rpcrdma/private_data.hpp"
 #include "lib/transport/rdma/buffers.hpp"
 
@@ -94,8 +96,7 @@ class RdmaClient final : public rpc::ClientTransport {
     rpc::ReplyHandler handler;
     std::optional<std::size_t> read_slot, write_slot, reply_slot;
     bool reply_placed = false;  // the Write chunk was the caller's memory
-    // What the call offered; a reply claiming more is refused.
-    std::optional<rpcrdma::Segment> write_offered, reply_offered;
+    rpcrdma::Offers offered;    // a reply claiming more is refused
   };
   struct SlotCtx {
     fabric::OpContext op;
