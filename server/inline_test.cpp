@@ -16,7 +16,7 @@
 
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
-#include "lib/rpc/sync_call.hpp"
+#include "lib/rpc/rpc.hpp"
 #include "server/dispatcher.hpp"
 
 namespace nfsrdma::server {

@@ -5,7 +5,7 @@
 
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
-#include "lib/rpc/sync_call.hpp"
+#include "lib/rpc/rpc.hpp"
 
 namespace nfsrdma::client {
 

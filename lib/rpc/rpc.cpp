@@ -2,6 +2,11 @@
 // capped at 400 bytes and AUTH_SYS at 16 groups before anything is read.
 #include "lib/rpc/rpc.hpp"
 
+#include <sys/random.h>
+
+#include <atomic>
+#include <chrono>
+
 namespace nfsrdma::rpc {
 
 Error rpc_error(std::string what) {
@@ -151,6 +156,53 @@ const char* accept_stat_name(AcceptStat s) {
     case AcceptStat::system_err: return "SYSTEM_ERR";
   }
   return "?";
+}
+
+std::uint32_t next_xid() {
+  static std::atomic<std::uint32_t> xid = [] {
+    std::uint32_t seed = 0;
+    if (::getrandom(&seed, sizeof seed, 0) != sizeof seed) {
+      seed = static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    return seed;
+  }();
+  return xid.fetch_add(1);
+}
+
+void encode_call_header(xdr::Encoder& e, std::uint32_t xid, std::uint32_t prog, std::uint32_t vers,
+                        std::uint32_t proc, const std::optional<AuthSys>& cred) {
+  thread_local std::vector<std::uint8_t> body;  // keeps its room: a call allocates nothing here
+  body.clear();
+  CallHeader h;
+  h.xid = xid;
+  h.prog = prog;
+  h.vers = vers;
+  h.proc = proc;
+  if (cred) {
+    xdr::Encoder be(body);
+    encode_auth_sys(be, *cred);
+    h.cred = {AuthFlavor::sys, body};
+  }
+  encode_call(e, h);
+}
+
+Result<void> check_reply(xdr::Decoder& d, std::uint32_t xid) {
+  auto h = decode_reply(d);
+  if (!h) return h.error();
+  if (h->xid != xid) return rpc_error("rpc: reply xid does not match the call");
+  if (h->stat == ReplyStat::denied) {
+    if (h->reject == RejectStat::rpc_mismatch) return rpc_error("rpc: server refused RPC version 2");
+    return rpc_error("rpc: server refused the credentials (auth_stat " +
+                     std::to_string(static_cast<std::uint32_t>(h->auth)) + ")");
+  }
+  if (h->accept != AcceptStat::success) {
+    std::string s = std::string("rpc: server answered ") + accept_stat_name(h->accept);
+    if (h->accept == AcceptStat::prog_mismatch) {
+      s += " (supports versions " + std::to_string(h->low) + "-" + std::to_string(h->high) + ")";
+    }
+    return Error{ErrorDomain::rpc, static_cast<int>(h->accept), Action::fail, s};
+  }
+  return {};
 }
 
 }  // namespace nfsrdma::rpc

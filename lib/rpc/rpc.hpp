@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -89,6 +90,18 @@ void encode_auth_sys(xdr::Encoder& e, const AuthSys& a);
 
 // The xid of any RPC message (its first word), if it has one.
 bool peek_xid(std::span<const std::uint8_t> msg, std::uint32_t& xid);
+
+// The requester's side, for every call (call_sync and the asynchronous data
+// path). A fresh xid: random start per process, then sequential.
+std::uint32_t next_xid();
+
+// Encodes a call header with AUTH_SYS credentials when given, else AUTH_NONE.
+void encode_call_header(xdr::Encoder& e, std::uint32_t xid, std::uint32_t prog, std::uint32_t vers,
+                        std::uint32_t proc, const std::optional<AuthSys>& cred);
+
+// Checks a reply header: an error unless it is MSG_ACCEPTED/SUCCESS. On success
+// `d` is positioned at the results.
+Result<void> check_reply(xdr::Decoder& d, std::uint32_t xid);
 
 Error rpc_error(std::string what);
 const char* accept_stat_name(AcceptStat s);
