@@ -8,10 +8,10 @@
 // checked afterwards: an inline write that took long (dirty-page throttling,
 // a journal commit) sends WRITEs to workers for a while.
 //
-// READ encodes its reply around the data: the result header is written with
-// count and eof left blank, the file is read straight into the reply buffer, and those
-// are patched afterwards; the data's place is recorded for transports that
-// move it separately (an RDMA Write chunk).
+// READ encodes its reply around the data, with one read loop: the result
+// header is written with count and eof left blank, the file is read straight
+// into the reply buffer or into the memory the transport lent for an RDMA
+// Write chunk, and those are patched afterwards, with the data's place.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
@@ -115,41 +115,20 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) ctx.would_block = true;
     return n;
   };
-  std::uint32_t count = std::min(a.count, limits_.rtmax);
-
-  if (reply.area.size() >= count) {
-    // The transport lent registered memory: read straight into it and send the
-    // reply reduced; the data goes out by RDMA Write from where it landed.
-    std::size_t got = 0;
-    while (got < count) {
-      ssize_t n = pread_some(reply.area.data() + got, count - got, a.offset + got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    out.enumeration(NFS3_OK);
-    post_op_attr attrs = to_fattr3(st, *o.ex);
-    xdr::xdr_optional(out, attrs);
-    out.u32(static_cast<std::uint32_t>(got));
-    out.boolean(a.offset + got >= static_cast<std::uint64_t>(st.st_size));
-    out.u32(static_cast<std::uint32_t>(got));
-    reply.payload_offset = out.size();
-    reply.payload_length = got;
-    reply.payload_in_area = true;
-    io_bytes(false).inc(got);
-    o.ex->read_bytes->inc(got);
-    return;
-  }
-
+  const std::uint32_t count = std::min(a.count, limits_.rtmax);
   out.enumeration(NFS3_OK);
   post_op_attr attrs = to_fattr3(st, *o.ex);
   xdr::xdr_optional(out, attrs);
   const std::size_t count_at = out.size();
-  out.u32(0);
-  out.boolean(false);
-  const std::size_t data_at = out.reserve_opaque(count);
-  auto room = out.reserved(data_at, count);
+  out.u32(0);          // count
+  out.boolean(false);  // eof
+  // Into the registered memory a transport lent, when it did: the reply goes
+  // reduced (it ends at the data's length word) and the data by RDMA Write
+  // from where it landed. Else into the reply itself.
+  const bool in_area = reply.area.size() >= count;
+  const std::size_t data_at = in_area ? out.size() : out.reserve_opaque(count);
+  if (in_area) out.u32(0);
+  auto room = in_area ? reply.area.first(count) : out.reserved(data_at, count);
   std::size_t got = 0;
   while (got < count) {
     ssize_t n = pread_some(room.data() + got, count - got, a.offset + got);
@@ -158,12 +137,17 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  bool eof = a.offset + got >= static_cast<std::uint64_t>(st.st_size);
+  const bool eof = a.offset + got >= static_cast<std::uint64_t>(st.st_size);
   out.patch_u32(count_at, static_cast<std::uint32_t>(got));
   out.patch_u32(count_at + 4, eof ? 1 : 0);
-  out.commit_opaque(data_at, static_cast<std::uint32_t>(got));
+  if (in_area) {
+    out.patch_u32(data_at, static_cast<std::uint32_t>(got));
+  } else {
+    out.commit_opaque(data_at, static_cast<std::uint32_t>(got));
+  }
   reply.payload_offset = data_at + 4;
   reply.payload_length = got;
+  reply.payload_in_area = in_area;
   io_bytes(false).inc(got);
   o.ex->read_bytes->inc(got);
 }
