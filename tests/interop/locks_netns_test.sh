@@ -63,7 +63,7 @@ echo "ok: fcntl across hosts: conflict refused, F_GETLK names the range, the ran
 flock -x "$B/f" -c 'sleep 3' &
 holder=$!
 sleep 0.7
-b_name=$(sed -n "s/.*nsm: \(.*\) ($NET.1:[0-9]*) restarted.*/\1/p" "$LOG" | head -1)
+b_name=$(sed -n "s/.*nsm: \(.*\) ($NET.1:[0-9]*) restarted.*/\1/p;T;q" "$LOG")
 [ -n "$b_name" ] || fail "no SM_NOTIFY from host B in the server's log"
 nlm_port=$(sed -n 's/.*NLMv4 and NSMv1 (network locks) on tcp port \([0-9]*\).*/\1/p' "$LOG" | tail -1)
 in_ns python3 - "$NET.1" "$nlm_port" "$b_name" <<'PY' || fail "FREE_ALL from host A was not answered"

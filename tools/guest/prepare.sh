@@ -26,7 +26,7 @@ build_siw() {
   local v src=$G/siw-build abi=${ver%-*} series
   series=$(cut -d. -f1,2 <<<"$ver")
   v=$(cat "$G/kernel/package-version" 2>/dev/null ||
-    apt-cache show "linux-image-$ver" | awk '/^Version:/ {print $2; exit}')
+    apt-cache show "linux-image-$ver" | awk '/^Version:/ && !v {v = $2} END {print v}')
   rm -rf "$src" && mkdir -p "$src/dl" "$src/hdr" "$src/siw"
   (cd "$src/dl" && apt-get download -qq "linux-source-$series=$v" "linux-headers-$ver=$v" \
     "linux-headers-$abi-common=$v" "linux-kbuild-$series=$v") || return 1
@@ -44,8 +44,8 @@ build_siw() {
 
 # The kernel Debian 12 ships now (what linux-image-amd64 points at).
 if [ ! -f "$G/kernel/version" ]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
-  [ -n "$pkg" ] || { apt-get update -qq >&2; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'); }
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ && !p {p = $2} END {print p}')
+  [ -n "$pkg" ] || { apt-get update -qq >&2; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ && !p {p = $2} END {print p}'); }
   [ -n "$pkg" ] || { echo "guest: no linux-image-amd64 in the package lists" >&2; exit 1; }
   rm -rf "$G/kernel" "$G/dl" && mkdir -p "$G/dl"
   (cd "$G/dl" && apt-get download -qq "$pkg" 2>/dev/null)
