@@ -26,11 +26,17 @@ PRESETS = {
         WORKLOADS, ("4k", "64k", "1M"), (1, 16))) + [("randread", "4k", 32), ("randwrite", "4k", 32)],
         "seconds": 3, "repeats": 3, "size": "2G", "peers": True,
         "transfer_jobs": [(rw, bs) for rw in ("read", "write") for bs in ("1M", "4M")], "smallfiles": SMALLFILES},
-    # the fio engine alone against its baselines (raw RMA for the 1 MiB jobs,
-    # the NULL-call rate for 4 KiB): the purest measure of the transport.
+    # the fio engine alone against its baselines (raw RMA for the 64 KiB and
+    # 1 MiB jobs, the NULL-call rate for 4 KiB): the purest measure of the transport.
     "engine": {"transports": ("rdma", "tcp"), "paths": ("engine",), "cells": [
-        ("write", "1M", 16), ("read", "1M", 16), ("randread", "4k", 32)],
+        (rw, bs, 16) for bs in ("64k", "1M") for rw in ("write", "read")] + [("randread", "4k", 32)],
         "seconds": 5, "repeats": 1, "size": "512M", "peers": False},
+    # the servers side by side under the same clients, where the host has
+    # them: nfsrdma-fuse over TCP on ours and on nfs-ganesha, fio's libnfs
+    # engine (tools/fio-libnfs.sh builds it) on both, the kernel client on
+    # ours where the kernel has one; beside the export used locally.
+    "peers": {"transports": ("tcp",), "paths": ("fuse",), "cells": [("write", "1M", 16), ("read", "1M", 16)],
+              "seconds": 3, "repeats": 3, "size": "1G", "peers": True, "kernel": False, "files": 1000},
     # small files alone, on a sync export (as a server exports by default):
     # 10,000 files created, stat'ed and unlinked, each operation's calls and
     # time, and the real programs.

@@ -7,7 +7,7 @@ kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
 full preset adds a short one where QEMU runs. Writes results.json and
 report.html and prints a table.
 
-  bench/compare/run.py [--preset quick|full|engine|transfer|smallfiles|smoke|kernel|kernel-quick|
+  bench/compare/run.py [--preset quick|full|engine|peers|transfer|smallfiles|smoke|kernel|kernel-quick|
                         kernel-smallfiles|kernel-smoke]
                        [--build build] [--out DIR]
 """
@@ -236,7 +236,7 @@ def main():
         if a.peers is not None:
             p["peers"] = a.peers
         result = host_run(a, p, out, engine)
-        if a.kernel if a.kernel is not None else p["peers"]:
+        if a.kernel if a.kernel is not None else p.get("kernel", p["peers"]):
             ok, why = kernel.available()
             if ok:
                 result["kernel"] = kernel.run(a.build, "kernel-quick", out)

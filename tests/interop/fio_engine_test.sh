@@ -80,7 +80,7 @@ python3 "$TESTS_DIR/../bench/compare/run.py" --preset engine --seconds 0.5 --bui
 python3 - "$WORK/compare/results.json" <<'PY' || { cat "$WORK/compare.out"; fail "run.py --preset engine: cells"; }
 import json, sys
 cells = [c for c in json.load(open(sys.argv[1]))["cells"] if c["path"] == "engine"]
-assert len(cells) == 6, len(cells)
+assert len(cells) == 10, len(cells)
 assert all(c["iops"]["median"] > 0 and c["transport_limit"]["ratio"] > 0 for c in cells), cells
 PY
 echo "ok: bench/compare/run.py --preset engine"
