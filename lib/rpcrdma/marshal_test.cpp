@@ -167,6 +167,9 @@ TEST(ReadReply, RepliesTheCallCannotHaveAreUnexpected) {
   h.proc = RDMA_NOMSG;  // no Reply chunk to hold the reply
   Bytes b = enc(h);
   EXPECT_EQ(read_reply(decode_header(b), {}).fault, ReplyFault::unexpected);
+  h.reply_chunk = WriteChunk{};  // a Reply chunk of no segments holds no reply either
+  b = enc(h);
+  EXPECT_EQ(read_reply(decode_header(b), {.reply = Segment{9, 10, 0x8000}}).fault, ReplyFault::unexpected);
   Decoded done;  // decode_header refuses RDMA_DONE; read_reply does too
   done.header.proc = RDMA_DONE;
   EXPECT_EQ(read_reply(done, {}).fault, ReplyFault::unexpected);

@@ -306,6 +306,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
         error = reply_error(r, d.header, peer_);
       } else if (r.in_reply_chunk) {
         // An offer is a bounce buffer's, and read_reply kept the length within it.
+        NFSRDMA_CHECK(r.reply_bytes <= bounce_->slot_bytes());
         auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
         joined.assign(src.begin(), src.end());
         reply = joined;
@@ -313,6 +314,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
       } else {
         reply = bytes.subspan(r.inline_from);
         if (r.write_bytes > 0 && p.write_slot) {
+          NFSRDMA_CHECK(r.write_bytes <= bounce_->slot_bytes());
           auto data = bounce_->slot(*p.write_slot).first(r.write_bytes);
           rpcrdma::join_reply(reply, data, joined);
           reply = joined;
