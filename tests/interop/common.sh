@@ -52,7 +52,7 @@ start_server() {
     SERVER_ARGS=(--port "$NFS_PORT" --mount-port "$MOUNT_PORT" --bind "${BIND:-127.0.0.1}" --no-register
                  --state-dir "$WORK/state" "${args[@]}" ${SERVER_EXTRA:-})
     try_launch && return 0
-    since_launch | grep -q "Address already in use" && [ "$attempt" -lt 3 ] || fail "server exited at start"
+    grep -q "Address already in use" <<<"$(since_launch)" && [ "$attempt" -lt 3 ] || fail "server exited at start"
   done
 }
 
@@ -67,7 +67,7 @@ try_launch() {
   "$NFSRDMA_SERVER" "${SERVER_ARGS[@]}" >>"$LOG" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 200); do
-    if since_launch | grep -q "listening: NFSv3 on tcp port $NFS_PORT"; then return 0; fi
+    if grep -q "listening: NFSv3 on tcp port $NFS_PORT" <<<"$(since_launch)"; then return 0; fi
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then SERVER_PID=; return 1; fi
     sleep 0.05
   done

@@ -41,5 +41,5 @@ grep -qE '100003 +3 +tcp +2049' "$WORK/rpcinfo" || { cat "$WORK/rpcinfo"; fail "
 grep -qE '100005 +3 +tcp +20048' "$WORK/rpcinfo" || { cat "$WORK/rpcinfo"; fail "MOUNT not registered"; }
 [ "$(in_ns nfs-cat "nfs://127.0.0.1$EXPORT/file")" = "found through port 111" ] || fail "libnfs through rpcbind"
 kill -TERM "$rb_server"; wait "$rb_server" 2>/dev/null || true
-in_ns rpcinfo -p 127.0.0.1 | grep -qE '100003 ' && fail "NFS still registered after the server stopped"
+grep -qE '100003 ' <<<"$(in_ns rpcinfo -p 127.0.0.1)" && fail "NFS still registered after the server stopped"
 echo "ok: registered with rpcbind, and unregistered on SIGTERM"

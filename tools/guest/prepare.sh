@@ -44,7 +44,7 @@ build_siw() {
 
 # The kernel Debian 12 ships now (what linux-image-amd64 points at).
 if [ ! -f "$G/kernel/version" ]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ && !p {p = $2} END {print p}')
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ && !p {p = $2} END {print p}') || pkg=
   [ -n "$pkg" ] || { apt-get update -qq >&2; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ && !p {p = $2} END {print p}'); }
   [ -n "$pkg" ] || { echo "guest: no linux-image-amd64 in the package lists" >&2; exit 1; }
   rm -rf "$G/kernel" "$G/dl" && mkdir -p "$G/dl"
