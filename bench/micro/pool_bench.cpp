@@ -37,10 +37,11 @@ BENCHMARK(BM_SlotPoolTakeGive)->ThreadRange(1, 2);
 void BM_PayloadPoolLeaseGive(benchmark::State& state) {
   Domain d;
   rdma::PayloadPool pool(rdma::SlotPool::create(*d.domain, 128, 1 << 20, true).value());
+  rdma::PayloadPool::Account account(32);
   for (auto _ : state) {
     std::size_t got = 0;
-    pool.lease([&](std::size_t slot) { got = slot; });
-    pool.give(got);
+    pool.lease(account, [&](std::size_t slot) { got = slot; });
+    pool.give(account, got);
   }
 }
 BENCHMARK(BM_PayloadPoolLeaseGive);

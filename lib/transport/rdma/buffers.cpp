@@ -59,39 +59,70 @@ std::size_t SlotPool::available() {
   return free_.size();
 }
 
-void PayloadPool::lease(std::function<void(std::size_t)> then) {
+void PayloadPool::queue_turn(Account& a) {
+  if (a.in_turns_ || !may_take_turn(a)) return;
+  turns_.push_back(&a);
+  a.in_turns_ = true;
+}
+
+void PayloadPool::lease(Account& a, std::function<void(std::size_t)> then) {
   std::optional<std::size_t> slot;
   {
     // The pool is consulted under mu_, as give() does: otherwise a slot given
     // back while this one queues lands in the pool with a waiter left behind.
     std::lock_guard lk(mu_);
-    if (waiters_.empty()) slot = pool_->take();
+    if (a.closed_) return;
+    if (a.waiting_.empty() && a.held_ < a.cap_ && turns_.empty()) slot = pool_->take();
     if (!slot) {
-      waiters_.push_back(std::move(then));
+      a.waiting_.push_back(std::move(then));
+      queue_turn(a);
       return;
     }
+    ++a.held_;
   }
   then(*slot);
 }
 
-std::optional<std::size_t> PayloadPool::try_take() {
+std::optional<std::size_t> PayloadPool::try_take(Account& a) {
   std::lock_guard lk(mu_);
-  if (!waiters_.empty()) return std::nullopt;
-  return pool_->take();
+  if (a.closed_ || !a.waiting_.empty() || a.held_ >= a.cap_ || !turns_.empty()) return std::nullopt;
+  auto slot = pool_->take();
+  if (slot) ++a.held_;
+  return slot;
 }
 
-void PayloadPool::give(std::size_t slot) {
+void PayloadPool::give(Account& a, std::size_t slot) {
   std::function<void(std::size_t)> next;
   {
     std::lock_guard lk(mu_);
-    if (waiters_.empty()) {
+    --a.held_;
+    queue_turn(a);  // back under its cap, with a lease waiting
+    if (turns_.empty()) {
       pool_->give(slot);
       return;
     }
-    next = std::move(waiters_.front());
-    waiters_.pop_front();
+    Account& t = *turns_.front();
+    turns_.pop_front();
+    t.in_turns_ = false;
+    next = std::move(t.waiting_.front());
+    t.waiting_.pop_front();
+    ++t.held_;
+    queue_turn(t);  // its next lease waits behind the other accounts'
   }
   next(slot);
+}
+
+void PayloadPool::close(Account& a) {
+  std::deque<std::function<void(std::size_t)>> dropped;
+  {
+    std::lock_guard lk(mu_);
+    a.closed_ = true;
+    dropped.swap(a.waiting_);
+    if (a.in_turns_) {
+      turns_.erase(std::find(turns_.begin(), turns_.end(), &a));
+      a.in_turns_ = false;
+    }
+  }
 }
 
 std::size_t count_chunk_ops(std::size_t len, std::span<const rpcrdma::Segment> segments, std::size_t max_op) {

@@ -56,21 +56,49 @@ class SlotPool {
   std::vector<std::size_t> free_;
 };
 
-// A SlotPool whose takers can wait: lease() runs `then` with a slot now, or
-// later from whichever thread gives one back. Shared by all connections.
+// A SlotPool shared by a device's connections, whose takers can wait: lease()
+// runs `then` with a slot now, or later from whichever thread gives one back.
+// Each taker has an Account: at most `cap` slots held or on their way at once,
+// so the RMAs of one client that stalls them cannot hold every buffer. One
+// queue of waiters: an account's leases wait in its own order, and accounts
+// with a lease waiting and room under their cap take turns for the slots
+// given back, one lease a turn.
 class PayloadPool {
  public:
+  class Account {
+   public:
+    explicit Account(std::size_t cap) : cap_(cap) {}
+    Account(const Account&) = delete;
+    Account& operator=(const Account&) = delete;
+
+   private:
+    friend class PayloadPool;
+    const std::size_t cap_;
+    std::size_t held_ = 0;  // slots held or handed to its leases
+    std::deque<std::function<void(std::size_t)>> waiting_;
+    bool in_turns_ = false;  // in the pool's turns_
+    bool closed_ = false;
+  };
+
   explicit PayloadPool(std::unique_ptr<SlotPool> pool) : pool_(std::move(pool)) {}
-  void lease(std::function<void(std::size_t)> then);
-  // A slot now if one is free and nobody waits for one (lease() without a waiter to make).
-  std::optional<std::size_t> try_take();
-  void give(std::size_t slot);
+  void lease(Account& a, std::function<void(std::size_t)> then);
+  // A slot now if one is free, `a` is under its cap and no lease waits (lease()
+  // without a waiter to make).
+  std::optional<std::size_t> try_take(Account& a);
+  void give(Account& a, std::size_t slot);
+  // `a` leases no more: its waiting leases are dropped (destroyed outside the
+  // pool's lock: they may hold the last reference to its owner, which the
+  // caller must hold meanwhile). The slots it holds still come back by give().
+  void close(Account& a);
   SlotPool& slots() { return *pool_; }
 
  private:
+  static bool may_take_turn(const Account& a) { return !a.closed_ && !a.waiting_.empty() && a.held_ < a.cap_; }
+  void queue_turn(Account& a);  // with mu_ held
+
   std::unique_ptr<SlotPool> pool_;
-  std::mutex mu_;  // guards waiters_ and, with them, taking from and giving to pool_ (ORDER: before pool_'s)
-  std::deque<std::function<void(std::size_t)>> waiters_;
+  std::mutex mu_;  // guards every Account and turns_, and with them taking from and giving to pool_ (ORDER: before pool_'s)
+  std::deque<Account*> turns_;  // accounts whose first lease waits for a slot, in turn
 };
 
 // How many RMA operations post_chunk_rma will post for `len` bytes.

@@ -363,30 +363,17 @@ bool ServerConnection::buffer(Request& r, std::size_t bytes) {
     r.own_payload = true;
     return true;
   }
-  {
-    std::lock_guard lk(mu_);
-    if (leases_ >= lease_cap()) {
-      r.leasing = true;
-      parked_.push_back(&r);
-      return false;
-    }
-    ++leases_;
-  }
-  if (auto slot = payload_->try_take()) {
+  if (auto slot = payload_->try_take(payload_account_)) {
     r.payload_slot = *slot;
     return true;
   }
+  // The buffer comes through the inbox, on whichever thread gives one back.
   r.leasing = true;
-  lease(r);
-  return false;
-}
-
-// The buffer comes through the inbox, on whichever thread gives one back.
-void ServerConnection::lease(Request& r) {
-  payload_->lease([self = shared_from_this(), &r](std::size_t slot) {
+  payload_->lease(payload_account_, [self = shared_from_this(), &r](std::size_t slot) {
     r.payload_slot = slot;
     self->post(r);
   });
+  return false;
 }
 
 std::span<std::uint8_t> ServerConnection::payload(const Request& r) {
@@ -399,33 +386,15 @@ void* ServerConnection::payload_desc(const Request& r) {
 
 void ServerConnection::give_back(Request& r) {
   r.own_payload = false;
-  if (auto slot = std::exchange(r.payload_slot, std::nullopt)) give_slot(*slot);
-}
-
-void ServerConnection::give_slot(std::size_t slot) {
-  Request* next = nullptr;
-  {
-    std::lock_guard lk(mu_);
-    --leases_;
-    if (!parked_.empty() && !drained_) {
-      next = parked_.front();
-      parked_.pop_front();
-      ++leases_;
-    }
-  }
-  // ORDER: give outside mu_: give() may run a waiter of this connection.
-  payload_->give(slot);
-  if (next) lease(*next);
+  if (auto slot = std::exchange(r.payload_slot, std::nullopt)) payload_->give(payload_account_, *slot);
 }
 
 // The progress thread's last act. A request the handler has, or one whose
-// buffer is on its way, ends when it comes back (post, then settle).
+// buffer a give() already handed it, ends when it comes back (post, then
+// settle); one whose lease still waited is dropped with the lease and goes
+// with the connection, holding nothing shared.
 void ServerConnection::drain() {
-  {
-    std::lock_guard lk(mu_);
-    drained_ = true;
-    parked_.clear();
-  }
+  payload_->close(payload_account_);  // its loop holds this connection meanwhile
   sq_waiting_.clear();
   for (auto& r : requests_) {
     if (r.state != State::executing && !r.leasing) give_back(r);

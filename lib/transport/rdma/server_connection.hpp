@@ -146,7 +146,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
  public:
   ServerConnection(RdmaServer& s, std::shared_ptr<rpc::Admission::Ticket> ticket, const rpc::Peer& peer)
       : server_(s), ticket_(std::move(ticket)), peer_(peer), addr_(rpc::to_v6(peer.addr)),
-        max_requests_(s.options_.credits + kRequestSlack) {
+        max_requests_(s.options_.credits + kRequestSlack),
+        payload_account_(std::max<std::size_t>(1, s.options_.payload_slots / 4)) {
     metrics_.connections.add(1);
   }
   ~ServerConnection();
@@ -248,15 +249,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   static bool has_payload(const Request& r) { return r.own_payload || r.payload_slot; }
   std::span<std::uint8_t> payload(const Request& r);  // the buffer it holds
   void* payload_desc(const Request& r);
-  // Every payload buffer a connection leases goes through these: at most a
-  // quarter of the device's pool per connection (RdmaServerOptions), so the
-  // RMAs of one client that stalls them cannot hold every buffer; the rest
-  // of its requests wait here, in order, not in the shared pool's queue.
   // Buffers go back when the request ends or the connection dies, never twice.
-  void lease(Request& r);
-  std::size_t lease_cap() const { return std::max<std::size_t>(1, server_.options_.payload_slots / 4); }
   void give_back(Request& r);
-  void give_slot(std::size_t slot);
   void drain();
 
   RdmaServer& server_;
@@ -281,11 +275,12 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::deque<Request> requests_;
   const std::size_t max_requests_;
   ConnectionMetrics& metrics_ = connection_metrics();
-  std::mutex mu_;  // guards free_requests_, drained_, leases_ and parked_
+  std::mutex mu_;  // guards free_requests_
   std::vector<std::size_t> free_requests_;
-  bool drained_ = false;  // the connection is gone: leases return at once
-  std::size_t leases_ = 0;  // payload buffers held or asked of the pool
-  std::deque<Request*> parked_;  // requests whose lease waits past the cap
+  // Its share of the device's payload buffers: at most a quarter of them
+  // (RdmaServerOptions::payload_slots), so the RMAs of one client that stalls
+  // them cannot hold every buffer.
+  PayloadPool::Account payload_account_;
   std::atomic<bool> closing_{false}, finished_{false};
 };
 
