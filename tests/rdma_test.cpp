@@ -285,7 +285,7 @@ class OverRdmaOneLoop : public OverRdma {
 // of them flooding the server with pipelined calls, all get their replies
 // from the one progress thread, and no connection brings a thread of its own.
 TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
-  const auto before = thread_names(server_->pid());
+  const auto before = thread_names(server_->pid(), "rdma-loop-", 1);
   EXPECT_EQ(before.count("rdma-loop-0"), 1u);
   std::vector<std::unique_ptr<rdma::RdmaClient>> clients;
   for (int i = 0; i < 12; ++i) {

@@ -81,14 +81,21 @@ double cpu_seconds(pid_t pid) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-std::multiset<std::string> thread_names(pid_t pid) {
-  std::multiset<std::string> names;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::string name;
-    std::getline(std::ifstream(t.path() / "comm"), name);
-    names.insert(name);
+std::multiset<std::string> thread_names(pid_t pid, const std::string& prefix, std::size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    std::multiset<std::string> names;
+    std::size_t matching = 0;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::string name;
+      std::getline(std::ifstream(t.path() / "comm"), name);
+      if (name.starts_with(prefix)) ++matching;
+      names.insert(std::move(name));
+    }
+    if (matching >= count || std::chrono::steady_clock::now() > deadline) return names;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return names;
 }
 
 Fd connect_raw(const std::string& host, std::uint16_t port, const RawOptions& o) {

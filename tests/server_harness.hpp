@@ -48,8 +48,11 @@ constexpr bool kSanitized = false;
 // A process's resident memory (KiB) and CPU time used so far (user + system, seconds).
 long rss_kib(pid_t pid);
 double cpu_seconds(pid_t pid);
-// The names of a process's threads (/proc/PID/task/*/comm).
-std::multiset<std::string> thread_names(pid_t pid);
+// The names of a process's threads (/proc/PID/task/*/comm), once `count` of
+// them begin with `prefix` or after 10 s: a server answers its readiness
+// probe before its loops have started (the kernel completes a connection to
+// a listening socket), and each loop names its thread as it starts.
+std::multiset<std::string> thread_names(pid_t pid, const std::string& prefix = "", std::size_t count = 0);
 
 // Where the RDMA tests run: libfabric's tcp provider on loopback, unless the
 // soft-RoCE guest says otherwise (tests/guest/): NFSRDMA_TEST_PROVIDER

@@ -430,7 +430,7 @@ TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
   const std::uint16_t metrics_port = free_port();
   ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash)"},
                        {"--no-rdma", "--tcp-threads", "3", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
-  const auto threads = thread_names(server.pid());
+  const auto threads = thread_names(server.pid(), "tcp-loop-", 3);
   EXPECT_EQ(threads.count("tcp-loop-0") + threads.count("tcp-loop-1") + threads.count("tcp-loop-2"), 3u);
   Client client(server);
   const nfs_fh3 root = client.mount_root(dir.path());
