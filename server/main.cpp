@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <thread>
 
 #include "lib/base/heap.hpp"
@@ -155,7 +158,14 @@ int main(int argc, char** argv) {
   if (!srv) return fail(srv.error().describe());
   std::unique_ptr<metrics::HttpEndpoint> metrics_http;
   if (!metrics_address.empty()) {
-    auto m = metrics::HttpEndpoint::start(metrics_address);
+    // /debug/rdma?n=N: each RPC-RDMA connection's last N (64; at most 256)
+    // request state changes, for a call that seems to hang.
+    metrics::DebugPage rdma_page{"/debug/rdma", [s = srv->get()](const std::map<std::string, std::string>& q) {
+      std::size_t n = 64;
+      if (auto it = q.find("n"); it != q.end()) n = std::strtoul(it->second.c_str(), nullptr, 10);
+      return s->rdma_trace(std::clamp<std::size_t>(n, 1, 256));
+    }};
+    auto m = metrics::HttpEndpoint::start(metrics_address, {std::move(rdma_page)});
     if (!m) return fail(m.error().describe());
     metrics_http = std::move(*m);
   }

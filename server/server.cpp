@@ -184,4 +184,8 @@ void Server::shutdown() {
   if (!registered_.empty()) register_with_rpcbind(registered_, false);
 }
 
+std::string Server::rdma_trace(std::size_t per_connection) {
+  return rdma_ ? rdma_->trace(per_connection) : std::string("# RPC-RDMA is not served (--no-rdma, or no provider)\n");
+}
+
 }  // namespace nfsrdma::server

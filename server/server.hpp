@@ -56,6 +56,8 @@ class Server {
   void run();
   // In-flight calls finish and their replies are sent; no new calls are read.
   void shutdown();
+  // Any thread: RdmaServer::trace, or a line saying RPC-RDMA is not served.
+  std::string rdma_trace(std::size_t per_connection);
 
  private:
   explicit Server(const ServerConfig& config, const SipKey& key);

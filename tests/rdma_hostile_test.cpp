@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "lib/rpcrdma/header.hpp"
@@ -327,7 +328,10 @@ TEST_F(OverRdmaFewCredits, MoreCallsThanCreditsClosesThatConnection) {
 // RDMA Reads and Writes a client never serves are left to run for 30 s here.
 class OverRdmaPatient : public OverRdma {
  protected:
-  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "30"}; }
+  std::vector<std::string> server_args() const override {
+    return {"--rdma-timeout", "30", "--metrics", "127.0.0.1:" + std::to_string(metrics_port_)};
+  }
+  const std::uint16_t metrics_port_ = free_port();
 };
 
 // Three clients that never take their replies: each sends 32 READs of 1 MiB
@@ -365,6 +369,20 @@ TEST_F(OverRdmaPatient, ClientsThatNeverTakeTheirRepliesHoldABoundedAmount) {
   }
   std::printf("3 RDMA clients never taking 96 replies of 1 MiB: server RSS %ld KiB before, peak %ld KiB (+%ld KiB)\n",
               before, peak, peak - before);
+  // The requests' trace names what each stalled call waits on: an RDMA
+  // Write into the hog's memory or the Send after it, and past a hog's 16
+  // payload buffers, a buffer.
+  const std::string trace = scrape(metrics_port_, "/debug/rdma?n=256");
+  std::map<std::string, int> waiting;  // state: requests
+  for (std::size_t at = 0; (at = trace.find("\n  request ", at)) != std::string::npos; ++at) {
+    const std::string line = trace.substr(at + 3, trace.find('\n', at + 1) - at - 3);
+    EXPECT_NE(line.find("(xid 0x0000a0"), std::string::npos) << "not a hog's call: " << line;
+    const auto state = line.substr(line.find(' ', 8) + 1);
+    ++waiting[state.substr(0, state.find(' '))];
+  }
+  EXPECT_GE(waiting["area_buffer"], 3) << trace;
+  EXPECT_GE(waiting["pushing_data"] + waiting["sending"], 3) << trace;
+  EXPECT_NE(trace.find("  received\n"), std::string::npos) << trace;
   // The payload pool (64 x 1.06 MiB) may be touched in full, plus a little per connection.
   if (!kSanitized) {
     EXPECT_LT(peak - before, 96L * 1024);

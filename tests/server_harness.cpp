@@ -132,11 +132,11 @@ std::vector<std::uint8_t> record(const std::vector<std::uint8_t>& call) {
 // A port nothing holds. Bound without SO_REUSEADDR, so the kernel skips ports
 // that a recent connection still holds in TIME_WAIT: the server's listeners
 // (libfabric's among them) would be refused those.
-std::string scrape(std::uint16_t port) {
+std::string scrape(std::uint16_t port, const std::string& path) {
   Fd fd = connect_raw("127.0.0.1", port);
   std::string out;
   if (!fd.valid()) return out;
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
   if (::write(fd.get(), req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
     char buf[4096];
     for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));

@@ -62,8 +62,8 @@ const std::string& test_provider();
 const std::string& test_server_host();
 const std::string& test_client_host();
 
-// GET /metrics from a Prometheus endpoint on 127.0.0.1 (the whole response).
-std::string scrape(std::uint16_t port);
+// GET `path` from a metrics endpoint on 127.0.0.1 (the whole response).
+std::string scrape(std::uint16_t port, const std::string& path = "/metrics");
 // The value of the series `name` (with its labels, as printed) in a scrape; 0 if absent.
 double metric(const std::string& scraped, const std::string& name);
 

@@ -7,7 +7,7 @@
 
 namespace nfsrdma::metrics {
 
-Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& address) {
+Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& address, std::vector<DebugPage> pages) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return Error{ErrorDomain::config, EINVAL, Action::fail, "metrics address '" + address + "' is not HOST:PORT"};
@@ -34,6 +34,13 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& add
   e->server_->Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry().render(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  for (auto& page : pages) {
+    e->server_->Get(page.path, [render = std::move(page.render)](const httplib::Request& req, httplib::Response& res) {
+      std::map<std::string, std::string> query;
+      for (const auto& [k, v] : req.params) query[k] = v;
+      res.set_content(render(query), "text/plain; charset=utf-8");
+    });
+  }
   if (port == 0) {
     port = e->server_->bind_to_any_port(host);
     if (port < 0) port = 0;

@@ -1,8 +1,12 @@
 #include "lib/transport/rdma/rdma_server.hpp"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "lib/base/clock.hpp"
 #include "lib/base/log.hpp"
 #include "lib/transport/rdma/progress_loop.hpp"
 #include "lib/transport/rdma/server_connection.hpp"
@@ -71,6 +75,36 @@ void RdmaServer::stop() {
 std::size_t RdmaServer::connection_count() {
   std::lock_guard lk(mu_);
   return connections_.size();
+}
+
+std::string RdmaServer::trace(std::size_t per_connection) {
+  std::vector<std::shared_ptr<ServerConnection>> conns;
+  {
+    std::lock_guard lk(mu_);
+    conns.assign(connections_.begin(), connections_.end());
+  }
+  const std::int64_t now = steady_ns();
+  auto ago = [now](std::int64_t ns) { return (now - ns) / 1e9; };
+  std::string out = fmt::format(
+      "# RPC-RDMA requests: each connection's last {} state changes, oldest first (seconds ago, xid, request, "
+      "state), then each request's state at its last change shown, where it is not free\n",
+      per_connection);
+  for (const auto& c : conns) {
+    const auto events = c->trace(per_connection);
+    fmt::format_to(std::back_inserter(out), "connection {}\n", c->peer().describe());
+    std::map<std::uint16_t, const TraceRing<256>::Event*> latest;
+    for (const auto& e : events) {
+      fmt::format_to(std::back_inserter(out), "  {:10.6f}  {:#010x}  {:4}  {}\n", ago(e.ns), e.id, e.slot,
+                     state_name(static_cast<State>(e.state)));
+      latest[e.slot] = &e;
+    }
+    for (const auto& [slot, e] : latest) {
+      if (static_cast<State>(e->state) == State::free) continue;
+      fmt::format_to(std::back_inserter(out), "  request {} {} for {:.6f} s (xid {:#010x})\n", slot,
+                     state_name(static_cast<State>(e->state)), ago(e->ns), e->id);
+    }
+  }
+  return out;
 }
 
 void RdmaServer::reap() {

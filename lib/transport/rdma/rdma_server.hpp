@@ -91,6 +91,10 @@ class RdmaServer {
   std::uint16_t port() const { return port_; }
   const std::string& provider() const { return provider_; }
   std::size_t connection_count();
+  // Any thread, for a debugging session (the metrics endpoint's /debug/rdma):
+  // each connection's last `per_connection` (at most 256) request state
+  // changes, as text, and the requests not free at the last change shown.
+  std::string trace(std::size_t per_connection);
   // Stops accepting and closes every connection; calls still executing reply into the void.
   void stop();
 

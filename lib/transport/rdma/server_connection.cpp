@@ -252,7 +252,7 @@ void ServerConnection::reply(Request& r, rpc::ReplyMessage&& msg) {
   r.dropped = false;
   // Run inline, the handler returns into advance(), which goes on from here.
   if (running_here_ == this) {
-    r.state = State::replied;
+    to(r, State::replied);
     return;
   }
   post(r);
@@ -261,7 +261,7 @@ void ServerConnection::reply(Request& r, rpc::ReplyMessage&& msg) {
 void ServerConnection::drop(Request& r) {
   r.dropped = true;
   if (running_here_ == this) {
-    r.state = State::replied;
+    to(r, State::replied);
     return;
   }
   post(r);
@@ -296,7 +296,7 @@ bool ServerConnection::take_inbox() {
     in_order = q.next_in_inbox;
     q.next_in_inbox = nullptr;
     q.leasing = false;
-    if (q.state == State::executing) q.state = State::replied;
+    if (q.state == State::executing) to(q, State::replied);
     advance(q);
   }
   return true;
@@ -339,7 +339,7 @@ void ServerConnection::release(Request& r) {
   r.rma_posted = 0;
   r.holds_recv = false;
   r.placed_at.reset();
-  r.state = State::free;
+  to(r, State::free);
   // Room past the inline size (a NOMSG call rebuilt, a reply built for a
   // Reply chunk: up to megabytes) is not kept: the budget counts the inline
   // room per request, and take_request() makes that again.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lib/base/metrics.hpp"
+#include "lib/base/trace_ring.hpp"
 #include "lib/rpcrdma/private_data.hpp"
 #include "lib/transport/rdma/progress_loop.hpp"
 #include "lib/transport/rdma/rdma_server.hpp"
@@ -75,6 +76,7 @@ enum class State : std::uint8_t {
   send_queued,    // the reply is in its send buffer; the Send waits for room in the send queue
   sending,        // the Send posted; the request ends when it completes
 };
+const char* state_name(State s);
 
 struct Request;
 
@@ -169,6 +171,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void reply(Request& r, rpc::ReplyMessage&& msg);
   void drop(Request& r);
   const rpc::Peer& peer() const { return peer_; }
+  // Any thread: the last `n` state changes of its requests (RdmaServer::trace).
+  std::vector<TraceRing<256>::Event> trace(std::size_t n) const { return trace_.last(n); }
   const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
  private:
@@ -184,6 +188,11 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void on_rma_done(Request& r);
   // Moves `r` on until it waits (see State) or ends. Progress thread only.
   void advance(Request& r);
+  // Every change of a request's state, recorded in trace_.
+  void to(Request& r, State s) {
+    r.state = s;
+    trace_.record(r.hdr.xid, static_cast<std::uint16_t>(r.index), static_cast<std::uint8_t>(s));
+  }
   void start_pull(Request& r);
   void rebuild_call(Request& r);
   void dispatch(Request& r);
@@ -281,6 +290,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // (RdmaServerOptions::payload_slots), so the RMAs of one client that stalls
   // them cannot hold every buffer.
   PayloadPool::Account payload_account_;
+  // Its requests' last state changes (xid, request, state, time), kept on
+  // for a debugging session to read (the metrics endpoint's /debug/rdma).
+  TraceRing<256> trace_;
   std::atomic<bool> closing_{false}, finished_{false};
 };
 

@@ -12,13 +12,37 @@ namespace nfsrdma::rdma {
 
 using rpcrdma::Header;
 
+const char* server_detail::state_name(State s) {
+  switch (s) {
+    case State::free: return "free";
+    case State::received: return "received";
+    case State::pull_buffer: return "pull_buffer";
+    case State::posting: return "posting";
+    case State::pulling: return "pulling";
+    case State::pulled: return "pulled";
+    case State::area_buffer: return "area_buffer";
+    case State::ready: return "ready";
+    case State::executing: return "executing";
+    case State::replied: return "replied";
+    case State::data_buffer: return "data_buffer";
+    case State::pushing_data: return "pushing_data";
+    case State::data_placed: return "data_placed";
+    case State::reply_buffer: return "reply_buffer";
+    case State::pushing_reply: return "pushing_reply";
+    case State::reply_pushed: return "reply_pushed";
+    case State::send_queued: return "send_queued";
+    case State::sending: return "sending";
+  }
+  return "?";
+}
+
 void ServerConnection::advance(Request& r) {
   for (;;) {
     switch (r.state) {
       case State::received:
         if (!r.hdr.read_list.empty()) {
           r.want = rpcrdma::read_chunk_length(r.hdr.read_list, r.hdr.read_list[0].position);
-          r.state = State::pull_buffer;
+          to(r, State::pull_buffer);
           break;
         }
         {
@@ -27,13 +51,13 @@ void ServerConnection::advance(Request& r) {
         }
         repost_recv(r);
         if (r.hdr.write_list.empty()) {
-          r.state = State::ready;
+          to(r, State::ready);
           break;
         }
         // A Write chunk is offered: lend a payload buffer first, so READ data
         // is read straight into registered memory (rpc::ReplyMessage::area).
         r.want = r.hdr.write_list[0].length();
-        r.state = State::area_buffer;
+        to(r, State::area_buffer);
         break;
       case State::pull_buffer:
         if (!buffer(r, r.want)) return;
@@ -41,14 +65,14 @@ void ServerConnection::advance(Request& r) {
         break;
       case State::posting:
         if (!post_rma(r)) return;
-        r.state = r.after_post;
+        to(r, r.after_post);
         break;
       case State::pulled:
         rebuild_call(r);
         break;
       case State::area_buffer:
         if (!buffer(r, r.want)) return;
-        r.state = State::ready;
+        to(r, State::ready);
         break;
       case State::ready:
         dispatch(r);  // replied, when the handler ran it here; else executing
@@ -72,7 +96,7 @@ void ServerConnection::advance(Request& r) {
         break;
       case State::send_queued:
         if (!post_reply(r)) return;
-        r.state = State::sending;
+        to(r, State::sending);
         break;
       case State::free:
       case State::pulling:
@@ -120,7 +144,7 @@ void ServerConnection::on_recv(SlotCtx& ctx, std::size_t len) {
   r->recv_len = len;
   r->header_bytes = d.header_bytes;
   r->holds_recv = true;
-  r->state = State::received;
+  to(*r, State::received);
   advance(*r);
 }
 
@@ -129,9 +153,9 @@ void ServerConnection::on_rma_done(Request& r) {
   if (--r.rma_left != 0) return;
   r.rma_since_ns = 0;
   switch (r.state) {
-    case State::pulling: r.state = State::pulled; break;
-    case State::pushing_data: r.state = State::data_placed; break;
-    case State::pushing_reply: r.state = State::reply_pushed; break;
+    case State::pulling: to(r, State::pulled); break;
+    case State::pushing_data: to(r, State::data_placed); break;
+    case State::pushing_reply: to(r, State::reply_pushed); break;
     default: NFSRDMA_CHECK(false);
   }
   advance(r);
@@ -150,7 +174,7 @@ void ServerConnection::start_pull(Request& r) {
   r.rma_posted = 0;
   r.rma_since_ns = steady_ns();
   r.after_post = State::pulling;
-  r.state = State::posting;
+  to(r, State::posting);
 }
 
 // The call again: the inline part with the chunk's data at its position
@@ -169,11 +193,11 @@ void ServerConnection::rebuild_call(Request& r) {
     r.placed_at = pos;
   }
   repost_recv(r);
-  r.state = State::ready;
+  to(r, State::ready);
 }
 
 void ServerConnection::dispatch(Request& r) {
-  r.state = State::executing;
+  to(r, State::executing);
   rpc::IncomingCall call;
   call.message = r.message;
   if (r.placed_at) {
@@ -214,12 +238,12 @@ void ServerConnection::place_reply(Request& r) {
       return release(r);
     }
     r.write_len = static_cast<std::uint32_t>(m.payload_length);
-    r.state = State::data_buffer;
+    to(r, State::data_buffer);
     return;
   }
   // No data to place (or no Write chunk offered): the reply travels whole.
   r.body = std::move(m.bytes);
-  r.state = State::data_placed;
+  to(r, State::data_placed);
 }
 
 // The reply's data copied out of the reply into a payload buffer, and cut
@@ -266,7 +290,7 @@ void ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrd
   // takes holds the Send behind it, and check_rma_deadline() sees it.
   r.rma_since_ns = steady_ns();
   r.after_post = r.chained ? done : waiting;
-  r.state = State::posting;
+  to(r, State::posting);
 }
 
 void ServerConnection::finish_reply(Request& r) {
@@ -279,7 +303,7 @@ void ServerConnection::finish_reply(Request& r) {
     return release(r);
   }
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
-  r.state = State::reply_buffer;
+  to(r, State::reply_buffer);
 }
 
 void ServerConnection::copy_reply(Request& r) {
@@ -329,7 +353,7 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   // The request (and its credit) ends when the Send completes: on_send_done.
   r.send_slot = *slot;
   r.send_len = head.size() + body;
-  r.state = State::send_queued;
+  to(r, State::send_queued);
 }
 
 // Some of its RMAs may be posted, still moving data to or from its buffer:
