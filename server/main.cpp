@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -162,7 +162,10 @@ int main(int argc, char** argv) {
     // request state changes, for a call that seems to hang.
     metrics::DebugPage rdma_page{"/debug/rdma", [s = srv->get()](const std::map<std::string, std::string>& q) {
       std::size_t n = 64;
-      if (auto it = q.find("n"); it != q.end()) n = std::strtoul(it->second.c_str(), nullptr, 10);
+      if (auto it = q.find("n"); it != q.end()) {
+        const auto& v = it->second;
+        if (std::size_t got; std::from_chars(v.data(), v.data() + v.size(), got).ec == std::errc{}) n = got;
+      }
       return s->rdma_trace(std::clamp<std::size_t>(n, 1, 256));
     }};
     auto m = metrics::HttpEndpoint::start(metrics_address, {std::move(rdma_page)});

@@ -1,7 +1,6 @@
 #include "lib/transport/rdma/rdma_server.hpp"
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -78,30 +77,36 @@ std::size_t RdmaServer::connection_count() {
 }
 
 std::string RdmaServer::trace(std::size_t per_connection) {
+  // Past this the page says it stopped: a thousand connections' full rings
+  // are tens of megabytes.
+  constexpr std::size_t kMaxBytes = 8 << 20;
   std::vector<std::shared_ptr<ServerConnection>> conns;
   {
     std::lock_guard lk(mu_);
     conns.assign(connections_.begin(), connections_.end());
   }
-  const std::int64_t now = steady_ns();
-  auto ago = [now](std::int64_t ns) { return (now - ns) / 1e9; };
   std::string out = fmt::format(
       "# RPC-RDMA requests: each connection's last {} state changes, oldest first (seconds ago, xid, request, "
-      "state), then each request's state at its last change shown, where it is not free\n",
+      "state), then each request not free at its latest change, with what it waits on\n",
       per_connection);
+  auto name = [](std::uint8_t s) { return state_name(static_cast<State>(s)); };
   for (const auto& c : conns) {
-    const auto events = c->trace(per_connection);
-    fmt::format_to(std::back_inserter(out), "connection {}\n", c->peer().describe());
-    std::map<std::uint16_t, const TraceRing<256>::Event*> latest;
-    for (const auto& e : events) {
-      fmt::format_to(std::back_inserter(out), "  {:10.6f}  {:#010x}  {:4}  {}\n", ago(e.ns), e.id, e.slot,
-                     state_name(static_cast<State>(e.state)));
-      latest[e.slot] = &e;
+    if (out.size() > kMaxBytes) {
+      fmt::format_to(std::back_inserter(out), "# stopped at {} bytes\n", kMaxBytes);
+      break;
     }
-    for (const auto& [slot, e] : latest) {
-      if (static_cast<State>(e->state) == State::free) continue;
-      fmt::format_to(std::back_inserter(out), "  request {} {} for {:.6f} s (xid {:#010x})\n", slot,
-                     state_name(static_cast<State>(e->state)), ago(e->ns), e->id);
+    const auto events = c->trace().last(per_connection);
+    const auto latest = c->trace().latest();
+    const std::int64_t now = steady_ns();  // after the reads: no change is in the future
+    auto ago = [now](std::int64_t ns) { return (now - ns) / 1e9; };
+    fmt::format_to(std::back_inserter(out), "connection {}\n", c->peer().describe());
+    for (const auto& e : events) {
+      fmt::format_to(std::back_inserter(out), "  {:10.6f}  {:#010x}  {:4}  {}\n", ago(e.ns), e.id, e.slot, name(e.state));
+    }
+    for (const auto& e : latest) {
+      if (static_cast<State>(e.state) == State::free) continue;
+      fmt::format_to(std::back_inserter(out), "  request {} {} for {:.6f} s (xid {:#010x})\n", e.slot, name(e.state),
+                     ago(e.ns), e.id);
     }
   }
   return out;

@@ -93,7 +93,7 @@ class RdmaServer {
   std::size_t connection_count();
   // Any thread, for a debugging session (the metrics endpoint's /debug/rdma):
   // each connection's last `per_connection` (at most 256) request state
-  // changes, as text, and the requests not free at the last change shown.
+  // changes, as text, and each request not free at its latest change.
   std::string trace(std::size_t per_connection);
   // Stops accepting and closes every connection; calls still executing reply into the void.
   void stop();

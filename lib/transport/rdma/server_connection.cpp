@@ -329,7 +329,7 @@ Request* ServerConnection::take_request() {
   return r;
 }
 
-void ServerConnection::release(Request& r) {
+State ServerConnection::release(Request& r) {
   give_back(r);
   r.rma_since_ns = 0;
   r.rma_left = 0;
@@ -354,6 +354,7 @@ void ServerConnection::release(Request& r) {
   std::lock_guard lk(mu_);
   free_requests_.push_back(r.index);
   metrics_.in_use.add(-1);
+  return State::free;
 }
 
 bool ServerConnection::buffer(Request& r, std::size_t bytes) {

@@ -171,8 +171,8 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void reply(Request& r, rpc::ReplyMessage&& msg);
   void drop(Request& r);
   const rpc::Peer& peer() const { return peer_; }
-  // Any thread: the last `n` state changes of its requests (RdmaServer::trace).
-  std::vector<TraceRing<256>::Event> trace(std::size_t n) const { return trace_.last(n); }
+  // Any thread (RdmaServer::trace): its requests' trace.
+  const TraceRing<256>& trace() const { return trace_; }
   const rpc::Admission::Ticket& ticket() const { return *ticket_; }
 
  private:
@@ -188,25 +188,32 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void on_rma_done(Request& r);
   // Moves `r` on until it waits (see State) or ends. Progress thread only.
   void advance(Request& r);
-  // Every change of a request's state, recorded in trace_.
+  // Every change of a request's state, recorded in trace_ by its one writer,
+  // the progress thread: once that has left (exited_), requests that end in
+  // settle() on other threads are not recorded.
   void to(Request& r, State s) {
     r.state = s;
-    trace_.record(r.hdr.xid, static_cast<std::uint16_t>(r.index), static_cast<std::uint8_t>(s));
+    if (!exited_.load(std::memory_order_relaxed)) {
+      trace_.record(r.hdr.xid, static_cast<std::uint16_t>(r.index), static_cast<std::uint8_t>(s));
+    }
   }
-  void start_pull(Request& r);
-  void rebuild_call(Request& r);
-  void dispatch(Request& r);
-  void place_reply(Request& r);
-  void copy_data(Request& r);
-  void finish_reply(Request& r);
-  void copy_reply(Request& r);
-  // Posts the RDMA Writes of `len` bytes of the request's payload buffer into
-  // `segs`; the request waits in `waiting` for them, or goes straight to
-  // `done` when the Send can follow them unwaited (chain()).
-  void push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting, State done);
+  // The steps advance() takes: each does its work and returns the state it
+  // leads to, or free when the request ended there (release()).
+  State take_call(Request& r);     // received: where the call's bytes go first
+  State start_pull(Request& r);    // pull_buffer: the Read chunk's RDMA Reads
+  State rebuild_call(Request& r);  // pulled
+  void dispatch(Request& r);       // executing: to the handler, which replies
+  State place_reply(Request& r);   // replied
+  State copy_data(Request& r);     // data_buffer
+  State finish_reply(Request& r);  // data_placed
+  State copy_reply(Request& r);    // reply_buffer
+  // Sets up the RDMA Writes of `len` bytes of the request's payload buffer
+  // into `segs` (posting); the request then waits in `waiting` for them, or
+  // goes straight to `done` when the Send can follow them unwaited (chain()).
+  State push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting, State done);
   bool chain(const Request& r, bool reply_chunk) const;
   bool fits_inline(const Request& r) const;  // the reply's body goes in the Send
-  void send_reply(Request& r, rpcrdma::Proc proc);
+  State send_reply(Request& r, rpcrdma::Proc proc);
   void send_error(std::uint32_t xid, rpcrdma::ErrorCode code);
   std::optional<std::size_t> take_send_slot(bool for_error);
   void on_send_done(SlotCtx& ctx);
@@ -234,9 +241,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void repost_recv(std::size_t slot);
   void repost_recv(Request& r);
   void check_rma_deadline();
-  void release(Request& r);
+  State release(Request& r);  // the request ends: free
   Request* take_request();
-  void fail(Request& r, const char* why);    // ERR_CHUNK, and the request ends
+  State fail(Request& r, const char* why);   // ERR_CHUNK, and the request ends
   void broken(Request& r, const char* why);  // the connection closes; the request stays
 
   // The inbox: requests handed back from other threads (a worker's reply, a
@@ -290,9 +297,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // (RdmaServerOptions::payload_slots), so the RMAs of one client that stalls
   // them cannot hold every buffer.
   PayloadPool::Account payload_account_;
-  // Its requests' last state changes (xid, request, state, time), kept on
-  // for a debugging session to read (the metrics endpoint's /debug/rdma).
-  TraceRing<256> trace_;
+  // Its requests' last state changes and each one's latest (xid, request,
+  // state, time), kept on for a debugging session (/debug/rdma).
+  TraceRing<256> trace_{max_requests_};
   std::atomic<bool> closing_{false}, finished_{false};
 };
 

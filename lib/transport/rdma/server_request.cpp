@@ -37,62 +37,50 @@ const char* server_detail::state_name(State s) {
 }
 
 void ServerConnection::advance(Request& r) {
+  // Each step does its work and names the state it leads to; free: the
+  // request ended there (released, or answered with an error).
+  auto go = [&](State next) {
+    if (next != State::free) to(r, next);
+    return next != State::free;
+  };
   for (;;) {
     switch (r.state) {
       case State::received:
-        if (!r.hdr.read_list.empty()) {
-          r.want = rpcrdma::read_chunk_length(r.hdr.read_list, r.hdr.read_list[0].position);
-          to(r, State::pull_buffer);
-          break;
-        }
-        {
-          auto bytes = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
-          r.message.assign(bytes.begin(), bytes.end());
-        }
-        repost_recv(r);
-        if (r.hdr.write_list.empty()) {
-          to(r, State::ready);
-          break;
-        }
-        // A Write chunk is offered: lend a payload buffer first, so READ data
-        // is read straight into registered memory (rpc::ReplyMessage::area).
-        r.want = r.hdr.write_list[0].length();
-        to(r, State::area_buffer);
+        if (!go(take_call(r))) return;
         break;
       case State::pull_buffer:
-        if (!buffer(r, r.want)) return;
-        start_pull(r);
+        if (!buffer(r, r.want) || !go(start_pull(r))) return;
         break;
       case State::posting:
         if (!post_rma(r)) return;
         to(r, r.after_post);
         break;
       case State::pulled:
-        rebuild_call(r);
+        if (!go(rebuild_call(r))) return;
         break;
       case State::area_buffer:
         if (!buffer(r, r.want)) return;
         to(r, State::ready);
         break;
       case State::ready:
-        dispatch(r);  // replied, when the handler ran it here; else executing
+        to(r, State::executing);
+        dispatch(r);  // replied, when the handler ran it here
         break;
       case State::replied:
-        place_reply(r);
+        if (!go(place_reply(r))) return;
         break;
       case State::data_buffer:
         if (!buffer(r, r.write_len)) return;
-        copy_data(r);
+        to(r, copy_data(r));
         break;
       case State::data_placed:
-        finish_reply(r);
+        if (!go(finish_reply(r))) return;
         break;
       case State::reply_buffer:
-        if (!buffer(r, r.reply_len)) return;
-        copy_reply(r);
+        if (!buffer(r, r.reply_len) || !go(copy_reply(r))) return;
         break;
       case State::reply_pushed:
-        send_reply(r, rpcrdma::RDMA_NOMSG);
+        if (!go(send_reply(r, rpcrdma::RDMA_NOMSG))) return;
         break;
       case State::send_queued:
         if (!post_reply(r)) return;
@@ -161,7 +149,22 @@ void ServerConnection::on_rma_done(Request& r) {
   advance(r);
 }
 
-void ServerConnection::start_pull(Request& r) {
+State ServerConnection::take_call(Request& r) {
+  if (!r.hdr.read_list.empty()) {
+    r.want = rpcrdma::read_chunk_length(r.hdr.read_list, r.hdr.read_list[0].position);
+    return State::pull_buffer;
+  }
+  auto bytes = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
+  r.message.assign(bytes.begin(), bytes.end());
+  repost_recv(r);
+  if (r.hdr.write_list.empty()) return State::ready;
+  // A Write chunk is offered: lend a payload buffer first, so READ data is
+  // read straight into registered memory (rpc::ReplyMessage::area).
+  r.want = r.hdr.write_list[0].length();
+  return State::area_buffer;
+}
+
+State ServerConnection::start_pull(Request& r) {
   const auto& first = r.hdr.read_list[0];
   std::uint64_t len = rpcrdma::read_chunk_length(r.hdr.read_list, first.position);
   if (len > payload(r).size()) return fail(r, "Read chunk larger than a payload buffer");
@@ -174,12 +177,12 @@ void ServerConnection::start_pull(Request& r) {
   r.rma_posted = 0;
   r.rma_since_ns = steady_ns();
   r.after_post = State::pulling;
-  to(r, State::posting);
+  return State::posting;
 }
 
 // The call again: the inline part with the chunk's data at its position
 // (RFC 8166 §3.4.5), the round-up restored; position zero is the whole call.
-void ServerConnection::rebuild_call(Request& r) {
+State ServerConnection::rebuild_call(Request& r) {
   auto inline_part = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
   const std::uint32_t pos = r.hdr.read_list[0].position;
   auto data = payload(r).first(rpcrdma::read_chunk_length(r.hdr.read_list, pos));
@@ -193,11 +196,10 @@ void ServerConnection::rebuild_call(Request& r) {
     r.placed_at = pos;
   }
   repost_recv(r);
-  to(r, State::ready);
+  return State::ready;
 }
 
 void ServerConnection::dispatch(Request& r) {
-  to(r, State::executing);
   rpc::IncomingCall call;
   call.message = r.message;
   if (r.placed_at) {
@@ -216,7 +218,7 @@ void ServerConnection::dispatch(Request& r) {
   server_.handler_(std::move(call));
 }
 
-void ServerConnection::place_reply(Request& r) {
+State ServerConnection::place_reply(Request& r) {
   if (r.dropped || closing_) return release(r);
   rpc::ReplyMessage& m = r.reply;
   r.write_len = 0;
@@ -238,24 +240,23 @@ void ServerConnection::place_reply(Request& r) {
       return release(r);
     }
     r.write_len = static_cast<std::uint32_t>(m.payload_length);
-    to(r, State::data_buffer);
-    return;
+    return State::data_buffer;
   }
   // No data to place (or no Write chunk offered): the reply travels whole.
   r.body = std::move(m.bytes);
-  to(r, State::data_placed);
+  return State::data_placed;
 }
 
 // The reply's data copied out of the reply into a payload buffer, and cut
 // from the reply with its round-up.
-void ServerConnection::copy_data(Request& r) {
+State ServerConnection::copy_data(Request& r) {
   rpc::ReplyMessage& m = r.reply;
   std::memcpy(payload(r).data(), m.bytes.data() + m.payload_offset, m.payload_length);
   const std::size_t end = std::min(m.bytes.size(), m.payload_offset + xdr::pad4(m.payload_length));
   m.bytes.erase(m.bytes.begin() + static_cast<long>(m.payload_offset), m.bytes.begin() + static_cast<long>(end));
   r.body = std::move(m.bytes);
   std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
-  push(r, r.write_len, segs, State::pushing_data, State::data_placed);
+  return push(r, r.write_len, segs, State::pushing_data, State::data_placed);
 }
 
 // Chaining needs the provider's ordering, and a reply that then goes inline:
@@ -277,8 +278,8 @@ bool ServerConnection::fits_inline(const Request& r) const {
   return header_max + r.body.size() <= peer_recv_inline_;
 }
 
-void ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting,
-                            State done) {
+State ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrdma::Segment> segs, State waiting,
+                             State done) {
   r.chained = chain(r, waiting == State::pushing_reply);
   r.rma_write = true;
   r.rma_len = len;
@@ -290,10 +291,10 @@ void ServerConnection::push(Request& r, std::uint32_t len, std::span<const rpcrd
   // takes holds the Send behind it, and check_rma_deadline() sees it.
   r.rma_since_ns = steady_ns();
   r.after_post = r.chained ? done : waiting;
-  to(r, State::posting);
+  return State::posting;
 }
 
-void ServerConnection::finish_reply(Request& r) {
+State ServerConnection::finish_reply(Request& r) {
   if (!r.chained) give_back(r);
   if (fits_inline(r)) return send_reply(r, rpcrdma::RDMA_MSG);
   if (!r.hdr.reply_chunk || r.body.size() > r.hdr.reply_chunk->length()) {
@@ -303,15 +304,15 @@ void ServerConnection::finish_reply(Request& r) {
     return release(r);
   }
   r.reply_len = static_cast<std::uint32_t>(r.body.size());
-  to(r, State::reply_buffer);
+  return State::reply_buffer;
 }
 
-void ServerConnection::copy_reply(Request& r) {
+State ServerConnection::copy_reply(Request& r) {
   auto buf = payload(r);
   if (r.body.size() > buf.size()) return fail(r, "reply larger than a payload buffer");
   std::memcpy(buf.data(), r.body.data(), r.body.size());
   std::span<const rpcrdma::Segment> segs(r.hdr.reply_chunk->segments.begin(), r.hdr.reply_chunk->segments.size());
-  push(r, r.reply_len, segs, State::pushing_reply, State::reply_pushed);
+  return push(r, r.reply_len, segs, State::pushing_reply, State::reply_pushed);
 }
 
 // Returns a chunk with its segment lengths cut to the `used` bytes (RFC 8166 §3.4.6).
@@ -325,7 +326,7 @@ static rpcrdma::WriteChunk used_part(const rpcrdma::WriteChunk& c, std::uint32_t
   return out;
 }
 
-void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
+State ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   if (!r.chained) give_back(r);
   Header h;
   h.xid = r.hdr.xid;
@@ -353,7 +354,7 @@ void ServerConnection::send_reply(Request& r, rpcrdma::Proc proc) {
   // The request (and its credit) ends when the Send completes: on_send_done.
   r.send_slot = *slot;
   r.send_len = head.size() + body;
-  to(r, State::send_queued);
+  return State::send_queued;
 }
 
 // Some of its RMAs may be posted, still moving data to or from its buffer:
@@ -363,11 +364,11 @@ void ServerConnection::broken(Request& r, const char* why) {
   closing_ = true;
 }
 
-void ServerConnection::fail(Request& r, const char* why) {
+State ServerConnection::fail(Request& r, const char* why) {
   NFSRDMA_LOG_LIMITED(info, "rdma: ERR_CHUNK to {} for xid {:#x}: {}", peer_.describe(), r.hdr.xid, why);
   repost_recv(r);
   send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
-  release(r);
+  return release(r);
 }
 
 }  // namespace nfsrdma::rdma
