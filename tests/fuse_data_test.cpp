@@ -294,6 +294,57 @@ TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {
   EXPECT_EQ(st.st_nlink, direct.st_nlink);
 }
 
+// tar -x as root: directories made 0700 while they fill, each file made
+// O_EXCL, written, given its times, owner and mode, closed. The kernel client
+// sends CREATE, a SETATTR for each of those four (the first the exclusive
+// create's mode) and one FILE_SYNC WRITE, flushed before the first SETATTR;
+// no LOOKUP once the server let root search the directory (its cached ACCESS
+// answer), no COMMIT.
+TEST_P(FuseMount, ExtractingATreeAsRootCostsTheCallsTheKernelClientMakes) {
+  const std::uint16_t port = free_port();
+  remount("metrics=127.0.0.1:" + std::to_string(port));
+  std::map<std::string, double> before;
+  auto delta = [&] {
+    std::string s = scrape(port);
+    std::map<std::string, double> d;
+    for (const char* p : {"LOOKUP", "CREATE", "SETATTR", "WRITE", "COMMIT", "GETATTR"}) {
+      double v = metric(s, std::string("nfsrdma_client_calls_total{proc=\"") + p + "\"}");
+      d[p] = v - before[p];
+      before[p] = v;
+    }
+    return d;
+  };
+  ASSERT_EQ(::mkdir(m("x").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(m("x/sub").c_str(), 0700), 0);
+  delta();
+  constexpr int kFiles = 40;
+  const std::string data(100, 'x');
+  const timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 0}};
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(m("x/sub/f" + std::to_string(i)).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), 100);
+    ASSERT_EQ(::futimens(fd, times), 0);
+    ASSERT_EQ(::fchown(fd, 0, 0), 0);
+    ASSERT_EQ(::fchmod(fd, 0644), 0);
+    ASSERT_EQ(::close(fd), 0);
+  }
+  auto made = delta();
+  EXPECT_EQ(made["CREATE"], kFiles);
+  EXPECT_EQ(made["SETATTR"], 4 * kFiles);
+  EXPECT_EQ(made["WRITE"], kFiles);
+  EXPECT_EQ(made["COMMIT"], 0) << "the WRITE before the first SETATTR goes FILE_SYNC";
+  EXPECT_LE(made["LOOKUP"], 2) << "names in 0700 directories, once root may search them";
+  EXPECT_LE(made["GETATTR"], 2);
+  for (int i = 0; i < kFiles; ++i) {
+    struct stat direct {};
+    ASSERT_EQ(::stat(e("x/sub/f" + std::to_string(i)).c_str(), &direct), 0);
+    EXPECT_EQ(direct.st_size, 100);
+    EXPECT_EQ(direct.st_mode & 07777, 0644u);
+    EXPECT_EQ(direct.st_mtim.tv_sec, 1700000000);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);
 
 // A server offering 4 MiB READs and WRITEs, mounted with rsize and wsize of

@@ -155,8 +155,12 @@ void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, cons
   fuse_reply_attr(req, &st, attr_timeout(a));
 }
 
-double Filesystem::entry_timeout(const post_op_attr& dir) const {
-  if (options_.noac || options_.lookupcache == LookupCache::none || !dir || !(dir->mode & S_IXOTH)) return 0;
+double Filesystem::entry_timeout(const post_op_attr& dir, fuse_ino_t dir_ino) const {
+  if (options_.noac || options_.lookupcache == LookupCache::none || !dir) return 0;
+  if (!(dir->mode & S_IXOTH)) {
+    auto n = nodes_->get(dir_ino);
+    if (!n || !n->names_cacheable(*dir, std::chrono::seconds(options_.acdirmin_s))) return 0;
+  }
   return options_.acdirmin_s;
 }
 
@@ -166,7 +170,7 @@ fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a, fuse_ino_t pare
   e.ino = n.ino;
   e.attr = to_stat(a, &n);
   e.attr_timeout = attr_timeout(a);
-  e.entry_timeout = entry_timeout(dir);
+  e.entry_timeout = entry_timeout(dir, parent);
   if (a.type == NF3DIR) nodes_->named(n, parent, name);
   return e;
 }

@@ -16,9 +16,11 @@
 // component, a FIFO's or device's mode at open. The server checks every call
 // again under the caller's identity. Local root passes the kernel's checks,
 // though a server that squashes root treats it as nobody: so a name in a
-// directory that others may not search is never cached (entry timeout 0),
-// every walk through it is a LOOKUP the server answers for the caller, and a
-// directory whose mode or owner changes here loses its cached entry at once.
+// directory that others may not search is cached only once the server let
+// root search it at its present mode and owner (Node::names_cacheable, as the
+// kernel client caches an ACCESS answer per directory); until then every walk
+// through it is a LOOKUP the server answers for the caller. A directory whose
+// mode or owner changes here loses its cached entry at once.
 #pragma once
 
 #include <fuse_lowlevel.h>
@@ -95,9 +97,9 @@ class Filesystem {
   struct stat to_stat(const nfs3::fattr3& a, Node* n = nullptr);
   double attr_timeout(const nfs3::fattr3& a) const;
   void reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, const nfs3::fattr3& a);
-  // How long the kernel may walk a cached name in a directory with
-  // attributes `dir` without asking (see the class comment).
-  double entry_timeout(const nfs3::post_op_attr& dir) const;
+  // How long the kernel may walk a cached name in directory `dir_ino`, whose
+  // attributes are `dir`, without asking (see the class comment).
+  double entry_timeout(const nfs3::post_op_attr& dir, fuse_ino_t dir_ino) const;
   // The entry for `n`, found as `name` in `parent`, whose attributes are `dir`.
   fuse_entry_param entry_for(Node& n, const nfs3::fattr3& a, fuse_ino_t parent, const std::string& name,
                              const nfs3::post_op_attr& dir);

@@ -119,7 +119,7 @@ std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t
     } else if (ent.name_attributes) {
       e.attr = to_stat(*ent.name_attributes);  // no node: the kernel gets the type and attributes only
       e.attr_timeout = attr_timeout(*ent.name_attributes);
-      e.entry_timeout = entry_timeout(d.dir_attributes);
+      e.entry_timeout = entry_timeout(d.dir_attributes, d.ino);
     }
     e.attr.st_ino = ent.fileid;
     std::size_t need = fuse_add_direntry_plus(req, buf.data() + used, size - used, ent.name.c_str(), &e,

@@ -39,12 +39,16 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
     return (void)fuse_reply_entry(req, &absent);
   }
   auto who = caller(req);
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, nm = std::string(name)](
-                                                                      Result<LOOKUP3res> r) {
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root = who.uid == 0,
+                                                                    nm = std::string(name)](Result<LOOKUP3res> r) {
+    // Found or not, the server let root search the directory.
+    if (root && r && (r->status == NFS3_OK || r->status == NFS3ERR_NOENT) && r->dir_attributes) {
+      dir->root_searched(*r->dir_attributes);
+    }
     if (r && r->status == NFS3ERR_NOENT && options_.lookupcache == LookupCache::all) {
       // A negative entry, trusted as long as a name found there would be.
       fuse_entry_param none{};
-      none.entry_timeout = entry_timeout(r->dir_attributes);
+      none.entry_timeout = entry_timeout(r->dir_attributes, parent);
       return (void)fuse_reply_entry(req, &none);
     }
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
@@ -66,7 +70,7 @@ void Filesystem::fs_getattr(fuse_req_t req, fuse_ino_t ino) {
   // Data still on its way would make the server's size look short.
   if (writes_->idle(*n)) return getattr_then(req, n);
   auto go = interrupts_->guard([this, req, n](int err) { err ? (void)fuse_reply_err(req, err) : getattr_then(req, n); });
-  writes_->drain(n, [go] { go(0); });
+  writes_->drain(n, [go] { go(0); }, true);
 }
 
 void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
@@ -104,7 +108,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
         reply_attr(req, n, *r->wcc.after);
       }, &who);
     });
-    writes_->drain(n, [go] { go(0); });
+    writes_->drain(n, [go] { go(0); }, true);
   };
   // truncate(2) by name needs write permission, which a server grants the
   // owner's SETATTR regardless of mode: ask first, as the kernel client does.

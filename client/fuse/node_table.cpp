@@ -138,16 +138,32 @@ std::atomic<std::size_t> listed_names{0};
 
 Node::~Node() { listing_drop_locked(); }
 
+bool Node::names_cacheable(const nfs3::fattr3& dir, std::chrono::steady_clock::duration max_age) {
+  std::lock_guard lk(attrs_mu_);
+  return names_cacheable_locked(owner_of(dir), max_age);
+}
+
+bool Node::names_cacheable_locked(const Owner& dir, std::chrono::steady_clock::duration max_age) const {
+  return (dir.mode & S_IXOTH) ||
+         (root_search_ == dir && std::chrono::steady_clock::now() - root_search_at_ < max_age);
+}
+
+void Node::root_searched(const nfs3::fattr3& dir) {
+  std::lock_guard lk(attrs_mu_);
+  root_search_ = owner_of(dir);
+  root_search_at_ = std::chrono::steady_clock::now();
+}
+
 void Node::listing_start(const nfs3::fattr3& attrs) {
   std::lock_guard lk(attrs_mu_);
   listing_drop_locked();
-  // Names in a directory others may not search are never cached: its
-  // lookups go to the server, which may refuse them.
-  if (!(attrs.mode & S_IXOTH)) return;
   listing_.emplace();
   listing_->size = attrs.size;
   listing_->mtime = attrs.mtime;
   listing_->ctime = attrs.ctime;
+  listing_->mode = attrs.mode;
+  listing_->uid = attrs.uid;
+  listing_->gid = attrs.gid;
   listing_->confirmed = std::chrono::steady_clock::now();
 }
 
@@ -179,7 +195,8 @@ void Node::listing_drop_locked() {
 
 bool Node::listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
-  return listing_ && std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
+  return listing_ && names_cacheable_locked({listing_->mode, listing_->uid, listing_->gid}, max_age) &&
+         std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
 }
 
 }  // namespace nfsrdma::fuse

@@ -64,9 +64,18 @@ struct Node {
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                            std::chrono::steady_clock::duration dir_age);
 
+  // Whether the names in this directory, whose attributes are `dir`, may be
+  // cached: local root passes the kernel's checks whatever the mode, while
+  // the server may treat it as nobody. So only when others may search it,
+  // or when the server let root search it at this mode and owner less than
+  // `max_age` ago (root_searched: a LOOKUP as root answered, found or not;
+  // the kernel client trusts a cached ACCESS answer as long).
+  bool names_cacheable(const nfs3::fattr3& dir, std::chrono::steady_clock::duration max_age);
+  void root_searched(const nfs3::fattr3& dir);
+
   // A directory's whole listing, while it is known (DESIGN.md "Listings of
-  // directories made here"): from its MKDIR through this mount (empty, and
-  // only for a directory others may search), through every change of ours
+  // directories made here"): from its MKDIR through this mount (empty; used
+  // only while its names are cacheable), through every change of ours
   // whose weak cache consistency data shows the directory as our last change
   // left it. Anything else drops it for good: someone else's change, a change
   // of ours that failed or went unanswered, attributes seen that differ, a
@@ -86,14 +95,23 @@ struct Node {
     std::unordered_set<std::string> names;
     std::uint64_t size;
     nfs3::nfstime3 mtime, ctime;
+    std::uint32_t mode, uid, gid;  // a change of these changes ctime, which drops the listing
     std::chrono::steady_clock::time_point confirmed;
   };
+  struct Owner {
+    std::uint32_t mode, uid, gid;
+    bool operator==(const Owner&) const = default;
+  };
+  static Owner owner_of(const nfs3::fattr3& a) { return {a.mode, a.uid, a.gid}; }
+  bool names_cacheable_locked(const Owner& dir, std::chrono::steady_clock::duration max_age) const;
   void listing_drop_locked();
   std::mutex attrs_mu_;  // guards the attributes and the listing
   std::optional<nfs3::fattr3> attrs_;
   std::chrono::steady_clock::time_point attrs_at_;
   std::uint64_t attrs_epoch_ = 0;
   std::optional<Listing> listing_;
+  std::optional<Owner> root_search_;  // the mode and owner at root_searched()
+  std::chrono::steady_clock::time_point root_search_at_;
 };
 
 class NodeTable {

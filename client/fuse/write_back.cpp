@@ -175,8 +175,6 @@ void WriteBack::drop_locked(FileWrites& w, Extent* e) {
   w.extents.erase(e->self);
 }
 
-void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done) { drain(n, std::move(done), false); }
-
 void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone) {
   FileWrites& w = n->writes;
   Extent* to_send = nullptr;

@@ -82,8 +82,12 @@ class WriteBack {
   using Fill = std::function<void(std::uint8_t* dst)>;
   int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
             const client::Identity& who);
-  // Runs `done` once everything written so far has been answered by the server.
-  void drain(const std::shared_ptr<Node>& n, std::function<void()> done);
+  // Runs `done` once everything written so far has been answered by the
+  // server. `stable_if_alone`: when all the file holds is one WRITE's worth,
+  // nothing sent before it, that WRITE goes FILE_SYNC, so nothing is left to
+  // COMMIT (the kernel client's FLUSH_COND_STABLE: it flushes a file so
+  // before a GETATTR or SETATTR, and at close).
+  void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone = false);
   // drain, then COMMIT until the data is stable; `done` gets 0 or the first
   // error since the last report. A null `done` (background) reports nothing.
   // When all that is left of the file is one WRITE's worth, nothing sent
@@ -108,7 +112,6 @@ class WriteBack {
   using Extent = FileWrites::Extent;
   Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
-  void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone);
   void on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<nfs3::WRITE3res> r);
   using Waiters = std::vector<std::function<void(int)>>;
   void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
