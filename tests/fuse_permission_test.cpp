@@ -112,8 +112,16 @@ TEST_P(FuseMount, RootSquashedToNobodyGetsTheServersAnswer) {
     ASSERT_EQ(::chown((sq + d).c_str(), 1000, 1000), 0);
   }
   ASSERT_EQ(::chmod((sq + "/closed").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((sq + "/group").c_str(), 0750), 0);
+  put(sq + "/group/f", "staff's");
+  ASSERT_EQ(::chown((sq + "/group").c_str(), 1000, 50), 0);
   ServerProcess server({sq + " 127.0.0.1(rw,root_squash)"});
   MountProcess mnt("127.0.0.1:" + sq, mount_options(server, GetParam()));
+  // Squashed root keeps its other groups: root in group 50 may search a
+  // 0750 directory of group 50, plain root may not, though the kernel now
+  // has the name (what one root caller may search is not every root's).
+  EXPECT_EQ(as_user(0, 50, {50}, [&] { return err_of(::access((mnt / "group/f").c_str(), F_OK)); }), 0);
+  EXPECT_EQ(reach(mnt / "group/f", mnt / "l", 0, 0), kDenied);
   // Never searchable by nobody: refused every time, though its owner just
   // walked it and so the kernel has the names.
   EXPECT_EQ(as_user(1000, 1000, {}, [&] { return err_of(::access((mnt / "closed/f").c_str(), R_OK)); }), 0);

@@ -157,11 +157,11 @@ void Filesystem::reply_attr(fuse_req_t req, const std::shared_ptr<Node>& n, cons
 
 double Filesystem::entry_timeout(const post_op_attr& dir, fuse_ino_t dir_ino) const {
   if (options_.noac || options_.lookupcache == LookupCache::none || !dir) return 0;
-  if (!(dir->mode & S_IXOTH)) {
-    auto n = nodes_->get(dir_ino);
-    if (!n || !n->names_cacheable(*dir, std::chrono::seconds(options_.acdirmin_s))) return 0;
-  }
-  return options_.acdirmin_s;
+  if (dir->mode & S_IXOTH) return options_.acdirmin_s;
+  auto n = nodes_->get(dir_ino);
+  if (!n) return 0;
+  const auto left = n->names_cacheable(*dir, std::chrono::seconds(options_.acdirmin_s));
+  return std::chrono::duration<double>(left).count();
 }
 
 fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a, fuse_ino_t parent, const std::string& name,

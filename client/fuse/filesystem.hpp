@@ -20,7 +20,8 @@
 // root search it at its present mode and owner (Node::names_cacheable, as the
 // kernel client caches an ACCESS answer per directory); until then every walk
 // through it is a LOOKUP the server answers for the caller. A directory whose
-// mode or owner changes here loses its cached entry at once.
+// mode or owner changes here so that others may not search it loses its
+// cached entry, and the names under it, at once.
 #pragma once
 
 #include <fuse_lowlevel.h>
@@ -110,8 +111,8 @@ class Filesystem {
   // the server left out the handle or attributes (they are optional).
   void reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,
                      const nfs3::CreateRes& res, fuse_file_info* fi = nullptr);
-  // Drops the kernel's cached entry of directory `ino` (its mode or owner
-  // changed), on invalidator_'s thread: the kernel takes the parent's lock,
+  // Drops the kernel's cached entry of directory `ino` and the names under
+  // it (others may no longer search it), on invalidator_'s thread: the kernel takes the parent's lock,
   // which an operation waiting on this process may hold.
   void drop_entry_later(fuse_ino_t ino);
   void invalidate_entries(std::stop_token stop);

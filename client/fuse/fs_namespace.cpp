@@ -2,6 +2,7 @@
 // remove family, RENAME, LINK, READLINK, FSSTAT).
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -39,7 +40,10 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
     return (void)fuse_reply_entry(req, &absent);
   }
   auto who = caller(req);
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root = who.uid == 0,
+  // Root with no group but 0, the least a squashing server grants root (it
+  // keeps other groups): what it may search, every root caller may.
+  const bool root = who.uid == 0 && who.gid == 0 && std::ranges::all_of(who.groups, [](auto g) { return g == 0; });
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root,
                                                                     nm = std::string(name)](Result<LOOKUP3res> r) {
     // Found or not, the server let root search the directory.
     if (root && r && (r->status == NFS3_OK || r->status == NFS3ERR_NOENT) && r->dir_attributes) {
@@ -95,14 +99,23 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
       nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
+          // Who may search it may have changed: its listing is not answered from.
+          if (sa.mode || sa.uid || sa.gid) n->listing_drop();
           bool mode_only = sa.mode && !sa.uid && !sa.gid && !sa.size && sa.atime.how == time_how::DONT_CHANGE &&
                            sa.mtime.how == time_how::DONT_CHANGE;
           if (e == EPERM && mode_only) return refused_chmod(req, n, *sa.mode, who);
           return (void)fuse_reply_err(req, e);
         }
         if (sa.size) writes_->truncate(*n, *sa.size);  // before the size is reported
-        // Who may search it changed: walks through it ask again (see the class comment).
-        if (sa.mode || sa.uid || sa.gid) drop_entry_later(n->ino);
+        // Who may search it changed, and others may not: walks through it ask
+        // again (see the class comment). Opened to others (rsync and tar make
+        // each directory 0700, then chmod it), every cached name stays good.
+        if ((sa.mode || sa.uid || sa.gid) && !(r->wcc.after && (r->wcc.after->mode & S_IXOTH))) {
+          drop_entry_later(n->ino);
+        }
+        // A directory's names stay as they were: its listing follows our
+        // change (rsync makes each directory 0700, then chmods it at once).
+        n->listing_apply(r->wcc, nullptr, nullptr);
         if (!r->wcc.after) return getattr_then(req, n);
         n->remember_attrs(*r->wcc.after, attrs_epoch_);
         reply_attr(req, n, *r->wcc.after);

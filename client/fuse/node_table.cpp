@@ -138,14 +138,17 @@ std::atomic<std::size_t> listed_names{0};
 
 Node::~Node() { listing_drop_locked(); }
 
-bool Node::names_cacheable(const nfs3::fattr3& dir, std::chrono::steady_clock::duration max_age) {
+std::chrono::steady_clock::duration Node::names_cacheable(const nfs3::fattr3& dir,
+                                                          std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
   return names_cacheable_locked(owner_of(dir), max_age);
 }
 
-bool Node::names_cacheable_locked(const Owner& dir, std::chrono::steady_clock::duration max_age) const {
-  return (dir.mode & S_IXOTH) ||
-         (root_search_ == dir && std::chrono::steady_clock::now() - root_search_at_ < max_age);
+std::chrono::steady_clock::duration Node::names_cacheable_locked(const Owner& dir,
+                                                                 std::chrono::steady_clock::duration max_age) const {
+  if (dir.mode & S_IXOTH) return max_age;
+  if (root_search_ != dir) return {};
+  return std::max(max_age - (std::chrono::steady_clock::now() - root_search_at_), std::chrono::steady_clock::duration{});
 }
 
 void Node::root_searched(const nfs3::fattr3& dir) {
@@ -180,6 +183,9 @@ void Node::listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, con
   l.size = wcc.after->size;
   l.mtime = wcc.after->mtime;
   l.ctime = wcc.after->ctime;
+  l.mode = wcc.after->mode;
+  l.uid = wcc.after->uid;
+  l.gid = wcc.after->gid;
   l.confirmed = std::chrono::steady_clock::now();
 }
 
@@ -195,7 +201,7 @@ void Node::listing_drop_locked() {
 
 bool Node::listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
-  return listing_ && names_cacheable_locked({listing_->mode, listing_->uid, listing_->gid}, max_age) &&
+  return listing_ && names_cacheable_locked({listing_->mode, listing_->uid, listing_->gid}, max_age).count() > 0 &&
          std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
 }
 

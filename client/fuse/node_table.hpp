@@ -64,13 +64,15 @@ struct Node {
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                            std::chrono::steady_clock::duration dir_age);
 
-  // Whether the names in this directory, whose attributes are `dir`, may be
-  // cached: local root passes the kernel's checks whatever the mode, while
-  // the server may treat it as nobody. So only when others may search it,
-  // or when the server let root search it at this mode and owner less than
-  // `max_age` ago (root_searched: a LOOKUP as root answered, found or not;
-  // the kernel client trusts a cached ACCESS answer as long).
-  bool names_cacheable(const nfs3::fattr3& dir, std::chrono::steady_clock::duration max_age);
+  // How long the names in this directory, whose attributes are `dir`, may be
+  // cached, at most `max_age`: local root passes the kernel's checks
+  // whatever the mode, while the server may treat it as nobody. So
+  // `max_age` when others may search it; else what is left of `max_age`
+  // since the server let root search it at this mode and owner
+  // (root_searched: a LOOKUP as a root with no group but 0, answered, found
+  // or not; the kernel client trusts a cached ACCESS answer as long); else 0.
+  std::chrono::steady_clock::duration names_cacheable(const nfs3::fattr3& dir,
+                                                      std::chrono::steady_clock::duration max_age);
   void root_searched(const nfs3::fattr3& dir);
 
   // A directory's whole listing, while it is known (DESIGN.md "Listings of
@@ -85,7 +87,8 @@ struct Node {
   // client's LOOKUP_EXCL and LOOKUP_RENAME_TARGET lookups do.
   static constexpr std::size_t kMaxListing = 4096;
   void listing_start(const nfs3::fattr3& attrs);
-  // Our change to the directory: `gone` left it, `added` joined it (either may be null).
+  // Our change to the directory: `gone` left it, `added` joined it (either
+  // may be null; both for a SETATTR of the directory itself).
   void listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added);
   void listing_drop();
   bool listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age);
@@ -95,7 +98,7 @@ struct Node {
     std::unordered_set<std::string> names;
     std::uint64_t size;
     nfs3::nfstime3 mtime, ctime;
-    std::uint32_t mode, uid, gid;  // a change of these changes ctime, which drops the listing
+    std::uint32_t mode, uid, gid;  // as our last change left them (names_cacheable)
     std::chrono::steady_clock::time_point confirmed;
   };
   struct Owner {
@@ -103,7 +106,8 @@ struct Node {
     bool operator==(const Owner&) const = default;
   };
   static Owner owner_of(const nfs3::fattr3& a) { return {a.mode, a.uid, a.gid}; }
-  bool names_cacheable_locked(const Owner& dir, std::chrono::steady_clock::duration max_age) const;
+  std::chrono::steady_clock::duration names_cacheable_locked(const Owner& dir,
+                                                             std::chrono::steady_clock::duration max_age) const;
   void listing_drop_locked();
   std::mutex attrs_mu_;  // guards the attributes and the listing
   std::optional<nfs3::fattr3> attrs_;

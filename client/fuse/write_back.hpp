@@ -83,9 +83,9 @@ class WriteBack {
   int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
             const client::Identity& who);
   // Runs `done` once everything written so far has been answered by the
-  // server. `stable_if_alone`: when all the file holds is one WRITE's worth,
-  // nothing sent before it, that WRITE goes FILE_SYNC, so nothing is left to
-  // COMMIT (the kernel client's FLUSH_COND_STABLE: it flushes a file so
+  // server. `stable_if_alone`: when the file's only data not yet stable is
+  // one WRITE's worth, none of it sent, that WRITE goes FILE_SYNC, so nothing
+  // is left to COMMIT (the kernel client's FLUSH_COND_STABLE: it flushes a file so
   // before a GETATTR or SETATTR, and at close).
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone = false);
   // drain, then COMMIT until the data is stable; `done` gets 0 or the first
