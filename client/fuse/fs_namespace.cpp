@@ -99,8 +99,12 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
       nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
-          // Who may search it may have changed: its listing is not answered from.
-          if (sa.mode || sa.uid || sa.gid) n->listing_drop();
+          // Who may search it may have changed (a call killed or timed out
+          // may still have been applied): no name is answered from before.
+          if (sa.mode || sa.uid || sa.gid) {
+            n->listing_drop();
+            drop_entry_later(n->ino);
+          }
           bool mode_only = sa.mode && !sa.uid && !sa.gid && !sa.size && sa.atime.how == time_how::DONT_CHANGE &&
                            sa.mtime.how == time_how::DONT_CHANGE;
           if (e == EPERM && mode_only) return refused_chmod(req, n, *sa.mode, who);
@@ -114,8 +118,16 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
           drop_entry_later(n->ino);
         }
         // A directory's names stay as they were: its listing follows our
-        // change (rsync makes each directory 0700, then chmods it at once).
-        n->listing_apply(r->wcc, nullptr, nullptr);
+        // change (rsync makes each directory 0700, then chmods it at once),
+        // if its size and mtime (unless set) show no one else's change: the
+        // server's pre-op attributes need not be taken with the change.
+        const auto& w = r->wcc;
+        if (w.before && w.after && w.after->size == w.before->size &&
+            (sa.mtime.how != time_how::DONT_CHANGE || w.after->mtime == w.before->mtime)) {
+          n->listing_apply(w, nullptr, nullptr);
+        } else {
+          n->listing_drop();
+        }
         if (!r->wcc.after) return getattr_then(req, n);
         n->remember_attrs(*r->wcc.after, attrs_epoch_);
         reply_attr(req, n, *r->wcc.after);

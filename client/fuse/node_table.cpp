@@ -147,7 +147,9 @@ std::chrono::steady_clock::duration Node::names_cacheable(const nfs3::fattr3& di
 std::chrono::steady_clock::duration Node::names_cacheable_locked(const Owner& dir,
                                                                  std::chrono::steady_clock::duration max_age) const {
   if (dir.mode & S_IXOTH) return max_age;
-  if (root_search_ != dir) return {};
+  // Searchable by its group, it may have let root in as a squashing server's
+  // anonymous group, which a root with other groups is not in.
+  if (root_search_ != dir || (dir.mode & S_IXGRP)) return {};
   return std::max(max_age - (std::chrono::steady_clock::now() - root_search_at_), std::chrono::steady_clock::duration{});
 }
 

@@ -67,10 +67,12 @@ struct Node {
   // How long the names in this directory, whose attributes are `dir`, may be
   // cached, at most `max_age`: local root passes the kernel's checks
   // whatever the mode, while the server may treat it as nobody. So
-  // `max_age` when others may search it; else what is left of `max_age`
-  // since the server let root search it at this mode and owner
-  // (root_searched: a LOOKUP as a root with no group but 0, answered, found
-  // or not; the kernel client trusts a cached ACCESS answer as long); else 0.
+  // `max_age` when others may search it; else, when its group may not
+  // either (0700: root got in as its owner, or unsquashed, as every root
+  // would), what is left of `max_age` since the server let root search it at
+  // this mode and owner (root_searched: a LOOKUP as a root with no group but
+  // 0, answered, found or not; the kernel client trusts a cached ACCESS
+  // answer as long); else 0.
   std::chrono::steady_clock::duration names_cacheable(const nfs3::fattr3& dir,
                                                       std::chrono::steady_clock::duration max_age);
   void root_searched(const nfs3::fattr3& dir);
