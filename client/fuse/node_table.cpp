@@ -166,9 +166,7 @@ void Node::listing_start(const nfs3::fattr3& attrs) {
   listing_->size = attrs.size;
   listing_->mtime = attrs.mtime;
   listing_->ctime = attrs.ctime;
-  listing_->mode = attrs.mode;
-  listing_->uid = attrs.uid;
-  listing_->gid = attrs.gid;
+  listing_->owner = owner_of(attrs);
   listing_->confirmed = std::chrono::steady_clock::now();
 }
 
@@ -185,9 +183,7 @@ void Node::listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, con
   l.size = wcc.after->size;
   l.mtime = wcc.after->mtime;
   l.ctime = wcc.after->ctime;
-  l.mode = wcc.after->mode;
-  l.uid = wcc.after->uid;
-  l.gid = wcc.after->gid;
+  l.owner = owner_of(*wcc.after);
   l.confirmed = std::chrono::steady_clock::now();
 }
 
@@ -203,7 +199,7 @@ void Node::listing_drop_locked() {
 
 bool Node::listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
-  return listing_ && names_cacheable_locked({listing_->mode, listing_->uid, listing_->gid}, max_age).count() > 0 &&
+  return listing_ && names_cacheable_locked(listing_->owner, max_age).count() > 0 &&
          std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
 }
 

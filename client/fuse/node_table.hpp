@@ -96,18 +96,18 @@ struct Node {
   bool listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age);
 
  private:
-  struct Listing {  // no member initializers: std::optional needs it default-constructible inside Node
-    std::unordered_set<std::string> names;
-    std::uint64_t size;
-    nfs3::nfstime3 mtime, ctime;
-    std::uint32_t mode, uid, gid;  // as our last change left them (names_cacheable)
-    std::chrono::steady_clock::time_point confirmed;
-  };
   struct Owner {
     std::uint32_t mode, uid, gid;
     bool operator==(const Owner&) const = default;
   };
   static Owner owner_of(const nfs3::fattr3& a) { return {a.mode, a.uid, a.gid}; }
+  struct Listing {  // no member initializers: std::optional needs it default-constructible inside Node
+    std::unordered_set<std::string> names;
+    std::uint64_t size;
+    nfs3::nfstime3 mtime, ctime;
+    Owner owner;  // as our last change left it (names_cacheable)
+    std::chrono::steady_clock::time_point confirmed;
+  };
   std::chrono::steady_clock::duration names_cacheable_locked(const Owner& dir,
                                                              std::chrono::steady_clock::duration max_age) const;
   void listing_drop_locked();
