@@ -232,6 +232,44 @@ TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
   EXPECT_EQ(rdma_->bounce_bytes(), bounce_before);  // nothing went through a bounce buffer
 }
 
+// Calls one at a time from a client that reaps its own completions: a reply
+// is one completion, and the Sends complete one in kSendBatch (each Send's
+// completion would wake a client's progress thread a second time per call).
+// The send buffers come back in the signalled Sends' completions: 1,000
+// calls are many times the pool, so a buffer lost would stop the calls.
+TEST_F(OverRdma, SendsCompleteOneInABatch) {
+  rdma::RdmaClientOptions o;
+  o.provider = test_provider();
+  o.caller_progress = true;
+  auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  auto& client = **c;
+  constexpr std::size_t kCalls = 1000;
+  std::size_t completions = 0;
+  for (std::size_t i = 0; i < kCalls; ++i) {
+    const std::uint32_t xid = rpc::next_xid();
+    auto msg = make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {});
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = msg;
+    bool done = false, ok = false;
+    client.call(call, [&](Result<std::span<const std::uint8_t>> r) {
+      done = true;
+      ok = r.ok();
+    });
+    for (int tries = 0; !done && tries < 100; ++tries) {
+      auto n = client.progress(100);
+      ASSERT_TRUE(n.ok()) << n.error().describe();
+      completions += *n;
+    }
+    ASSERT_TRUE(done && ok) << "call " << i;
+  }
+  // The last batch's signalled Send may complete after the last reply.
+  EXPECT_LE(completions, kCalls + kCalls / rdma::kSendBatch + 1);
+  EXPECT_GE(completions, kCalls + kCalls / rdma::kSendBatch - 1);
+  client.shutdown();
+}
+
 TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {
   // Calls one at a time: the server polls between them (--poll-us)...
   for (int i = 0; i < 500; ++i) ASSERT_TRUE(rdma_raw(*rdma_, Proc::NULL_, {}, {}).ok());

@@ -262,7 +262,7 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth, bool w
   if (int rc = fi_ep_bind(ep_, &eq_->fid, 0); rc != 0) return fabric_error(rc, "fi_ep_bind(eq)");
   if (int rc = fi_cq_open(domain_.get(), &cq_attr, &cq_, nullptr); rc != 0) return fabric_error(rc, "fi_cq_open");
   // Transmits complete only when posted with FI_COMPLETION (every one but an
-  // unsignalled Write; see post_write).
+  // unsignalled Send or Write; see post_send).
   if (int rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_SELECTIVE_COMPLETION); rc != 0) {
     return fabric_error(rc, "fi_ep_bind(cq, transmit)");
   }
@@ -365,10 +365,10 @@ std::uint64_t Endpoint::fence() const {
   return fence_after_read_ && reads_out_.load(std::memory_order_relaxed) > 0 ? FI_FENCE : 0;
 }
 
-Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc) {
+Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc, bool signalled) {
   iovec iov{const_cast<void*>(buf), len};
   fi_msg msg{&iov, &desc, 1, 0, ctx, 0};
-  return posted(fi_sendmsg(ep_, &msg, FI_COMPLETION | fence()), "fi_sendmsg");
+  return posted(fi_sendmsg(ep_, &msg, (signalled ? FI_COMPLETION : 0) | fence()), "fi_sendmsg");
 }
 
 namespace {

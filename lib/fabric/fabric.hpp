@@ -143,10 +143,11 @@ class Endpoint {
   ~Endpoint();
 
   Result<void> post_recv(OpContext* ctx, void* buf, std::size_t len, void* desc);
-  Result<void> post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc);
-  // One RMA each; the caller keeps `len` within max_rma_bytes(). An
-  // unsignalled Write (`signalled` false) completes only if it fails; a
-  // signalled operation posted after it completes after it.
+  // An unsignalled Send or Write (`signalled` false) completes only if it
+  // fails; a signalled operation posted after it completes after it, so its
+  // completion says the earlier one's buffer is free again.
+  Result<void> post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc, bool signalled = true);
+  // One RMA each; the caller keeps `len` within max_rma_bytes().
   Result<void> post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
                          std::uint32_t key);
   Result<void> post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,

@@ -59,18 +59,17 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
   auto rp = SlotPool::create(*c->domain_, n, options.inline_bytes, false);
   if (!rp) return rp.error();
   c->recv_pool_ = std::move(*rp);
-  auto sp = SlotPool::create(*c->domain_, n, options.inline_bytes, false);
+  auto sp = SlotPool::create(*c->domain_, n + kSendBatch, options.inline_bytes, false);
   if (!sp) return sp.error();
   c->send_pool_ = std::move(*sp);
+  c->sends_.resize(n + kSendBatch);
   auto bp = SlotPool::create(*c->domain_, options.bounce_slots, options.bounce_bytes, true);
   if (!bp) return bp.error();
   c->bounce_ = std::move(*bp);
   c->recv_ctx_.resize(n);
-  c->send_ctx_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    c->recv_ctx_[i] = {{}, true, i};
-    c->send_ctx_[i] = {{}, false, i};
-  }
+  for (std::size_t i = 0; i < n; ++i) c->recv_ctx_[i] = {{}, true, i};
+  c->send_ctx_.resize(n + kSendBatch);
+  for (std::size_t i = 0; i < c->send_ctx_.size(); ++i) c->send_ctx_[i] = {{}, false, i};
   rpcrdma::ConnectPrivate mine;
   mine.send_size = options.inline_bytes;
   mine.recv_size = options.inline_bytes;
@@ -256,7 +255,9 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   ++in_flight_;
   credits_in_use().add(1);
   max_in_flight_ = std::max(max_in_flight_, in_flight_);
-  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->desc(slot)); !r) {
+  const bool signalled = ++unsignalled_ >= kSendBatch;
+  if (signalled) unsignalled_ = 0;
+  if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->desc(slot), signalled); !r) {
     send_pool_->give(slot);
     failed.emplace_back(std::move(it->second.handler), r.error());
     release_locked(it->second);
@@ -265,7 +266,18 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
     credits_in_use().add(-1);
     return Issue::failed;
   }
+  sends_[(sends_head_ + sends_count_++) % sends_.size()] = slot;
   return Issue::sent;
+}
+
+void RdmaClient::retire_sends_locked(std::size_t slot) {
+  while (sends_count_ > 0) {
+    const std::size_t s = sends_[sends_head_];
+    sends_head_ = (sends_head_ + 1) % sends_.size();
+    --sends_count_;
+    send_pool_->give(s);
+    if (s == slot) return;
+  }
 }
 
 void RdmaClient::release_locked(Pending& p) {
@@ -400,10 +412,10 @@ Result<std::size_t> RdmaClient::step(int timeout_ms) {
     if (ctx->recv) {
       on_reply(ctx->slot, c[i].len);
     } else {
-      send_pool_->give(ctx->slot);
       std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
       {
         std::lock_guard lk(mu_);
+        retire_sends_locked(ctx->slot);
         pump_locked(failed);
       }
       for (auto& [h, e] : failed) h(e);

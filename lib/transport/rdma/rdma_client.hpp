@@ -12,7 +12,10 @@
 // when data came through a bounce buffer: Write chunk data put back at the
 // end of the inline part, where NFSv3's DDP-eligible results sit; or the
 // whole reply from the Reply chunk), and only then, its receive posted again,
-// gives back its credit. RDMA_ERROR turns
+// gives back its credit. Sends are signalled one in kSendBatch, as
+// xprtrdma's are: each Send's completion would wake the progress thread a
+// second time per call; a signalled one, completing after every Send before
+// it, frees their buffers too. RDMA_ERROR turns
 // into a clear error for that call. Memory the server may touch is only this
 // connection's bounce buffers, registered once in a domain of our own.
 // Completions are reaped by a thread of the client's own, or, with
@@ -33,6 +36,11 @@
 #include "lib/transport/rdma/buffers.hpp"
 
 namespace nfsrdma::rdma {
+
+// One Send in this many asks for a completion. The send pool has this many
+// buffers beyond the credits, so a pool run dry always has a signalled Send
+// among its buffers, whose completion frees them.
+inline constexpr std::uint32_t kSendBatch = 16;
 
 struct RdmaClientOptions {
   std::string provider;              // empty: verbs if present, else tcp
@@ -118,6 +126,9 @@ class RdmaClient final : public rpc::ClientTransport {
   void on_reply(std::size_t slot, std::size_t len);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
+  // Gives back the send buffers of every Send posted up to `slot`'s, whose
+  // signalled completion came. With mu_ held.
+  void retire_sends_locked(std::size_t slot);
   const CallerRegion* region_of(const void* p, std::size_t n);  // with mu_ held
 
   std::string provider_, peer_;
@@ -138,6 +149,12 @@ class RdmaClient final : public rpc::ClientTransport {
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::unordered_map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint8_t> head_;  // a transport header being encoded
+  // The send buffers of the Sends posted and not yet known complete, in
+  // posting order (a ring over send_pool_'s count), and how many Sends went
+  // unsignalled since the last signalled one.
+  std::vector<std::size_t> sends_;
+  std::size_t sends_head_ = 0, sends_count_ = 0;
+  std::uint32_t unsignalled_ = 0;
   bool broken_ = false;
   std::atomic<bool> stopping_{false};
   std::thread progress_;
