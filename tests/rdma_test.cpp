@@ -252,17 +252,14 @@ TEST_F(OverRdma, SendsCompleteOneInABatch) {
     rpc::OutgoingCall call;
     call.xid = xid;
     call.message = msg;
-    bool done = false, ok = false;
-    client.call(call, [&](Result<std::span<const std::uint8_t>> r) {
-      done = true;
-      ok = r.ok();
-    });
-    for (int tries = 0; !done && tries < 100; ++tries) {
+    auto answer = std::make_shared<std::optional<bool>>();  // outlives the loop if the shutdown fails it
+    client.call(call, [answer](Result<std::span<const std::uint8_t>> r) { *answer = r.ok(); });
+    for (int tries = 0; !*answer && tries < 100; ++tries) {
       auto n = client.progress(100);
       ASSERT_TRUE(n.ok()) << n.error().describe();
       completions += *n;
     }
-    ASSERT_TRUE(done && ok) << "call " << i;
+    ASSERT_TRUE(answer->value_or(false)) << "call " << i;
   }
   // The last batch's signalled Send may complete after the last reply.
   EXPECT_LE(completions, kCalls + kCalls / rdma::kSendBatch + 1);

@@ -13,9 +13,9 @@
 // end of the inline part, where NFSv3's DDP-eligible results sit; or the
 // whole reply from the Reply chunk), and only then, its receive posted again,
 // gives back its credit. Sends are signalled one in kSendBatch, as
-// xprtrdma's are: each Send's completion would wake the progress thread a
-// second time per call; a signalled one, completing after every Send before
-// it, frees their buffers too. RDMA_ERROR turns
+// xprtrdma's are: on the tcp provider each Send's completion would wake the
+// progress thread a second time per call; a signalled one, completing after
+// every Send before it, frees their buffers too. RDMA_ERROR turns
 // into a clear error for that call. Memory the server may touch is only this
 // connection's bounce buffers, registered once in a domain of our own.
 // Completions are reaped by a thread of the client's own, or, with
@@ -37,9 +37,9 @@
 
 namespace nfsrdma::rdma {
 
-// One Send in this many asks for a completion. The send pool has this many
-// buffers beyond the credits, so a pool run dry always has a signalled Send
-// among its buffers, whose completion frees them.
+// One Send in this many asks for a completion, and the one taking the send
+// pool's last free buffer, whose completion frees them all. The pool has this
+// many buffers beyond the credits, so calls within them seldom wait for one.
 inline constexpr std::uint32_t kSendBatch = 16;
 
 struct RdmaClientOptions {
