@@ -256,7 +256,8 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   credits_in_use().add(1);
   max_in_flight_ = std::max(max_in_flight_, in_flight_);
   // The last free buffer's Send is signalled too, so a pool run dry always
-  // holds one whose completion frees it (a failed post resets the count).
+  // holds one whose completion frees it, even after a signalled post failed
+  // (which reset the count with nothing to complete).
   const bool signalled = ++unsignalled_ >= kSendBatch || send_pool_->available() == 0;
   if (signalled) unsignalled_ = 0;
   if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->desc(slot), signalled); !r) {
