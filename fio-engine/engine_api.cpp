@@ -19,34 +19,14 @@
 
 #include "client/core/errno_map.hpp"
 #include "client/core/nfs_client.hpp"
+#include "lib/base/fifo.hpp"
 #include "lib/base/log.hpp"
 
 using namespace nfsrdma;
 using namespace nfsrdma::nfs3;
 
-// Completions waiting for getevents, oldest first, in a vector that keeps its
-// room (a deque allocates a block every few dozen).
-class DoneQueue {
- public:
-  std::size_t size() const { return items_.size() - head_; }
-  bool empty() const { return size() == 0; }
-  void push(void* cookie, long result) { items_.emplace_back(cookie, result); }
-  std::pair<void*, long> pop() {
-    auto v = items_[head_++];
-    if (head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    } else if (head_ >= 64 && head_ * 2 >= items_.size()) {
-      items_.erase(items_.begin(), items_.begin() + static_cast<long>(head_));
-      head_ = 0;
-    }
-    return v;
-  }
-
- private:
-  std::vector<std::pair<void*, long>> items_;
-  std::size_t head_ = 0;
-};
+// Completions waiting for getevents, oldest first.
+using DoneQueue = Fifo<std::pair<void*, long>>;
 
 struct nfsrdma_session {
   std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections over the addresses given
@@ -67,7 +47,7 @@ struct File {
 
 void complete(nfsrdma_session* s, void* cookie, long result) {
   std::lock_guard lk(s->mu);
-  s->done.push(cookie, result);
+  s->done.emplace_back(cookie, result);
   if (!s->driven) s->cv.notify_one();
 }
 
@@ -291,7 +271,7 @@ namespace {
 unsigned take_done(nfsrdma_session* s, unsigned max, void** cookies, long* results) {
   unsigned n = 0;
   while (n < max && !s->done.empty()) {
-    std::tie(cookies[n], results[n]) = s->done.pop();
+    std::tie(cookies[n], results[n]) = s->done.pop_front();
     ++n;
   }
   return n;

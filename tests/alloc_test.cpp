@@ -1,7 +1,8 @@
 // Heap allocations per call on the data path, counted: the server and a
-// client (caller-driven progress, as the fio engine runs it) in this process,
-// over RPC-over-RDMA, 4 KiB READs and WRITEs at 32 in flight from and into
-// registered memory (both now go inline, in one Send each). Once warm (buffers grown, the duplicate request cache full), a call
+// client in this process, over RPC-over-RDMA (caller-driven progress, as the
+// fio engine runs it) and over TCP, 4 KiB READs and WRITEs at 32 in flight
+// from and into registered memory (over RDMA both go inline, in one Send
+// each). Once warm (buffers grown, the duplicate request cache full), a call
 // allocates nothing on either side. Every malloc in the process counts:
 // libstdc++'s operator new, libfabric's, the server's threads'. What timers
 // allocate meanwhile (the open-file cache's reaper) is a few a second, so the
@@ -67,7 +68,7 @@ using client::NfsClient;
 
 constexpr std::size_t kDepth = 32, kBlock = 4096, kFileBlocks = 256;
 
-class Allocations : public ::testing::Test {
+class Allocations : public ::testing::TestWithParam<client::Proto> {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "the server needs root (file handles, identities)";
@@ -93,11 +94,11 @@ class Allocations : public ::testing::Test {
     client::NfsClientOptions o;
     o.host = test_server_host();
     o.export_path = dir_.path();
-    o.proto = client::Proto::rdma;
-    o.port = cfg.rdma_options.port;
+    o.proto = getenv("ALLOC_TCP") ? client::Proto::tcp : client::Proto::rdma;
+    o.port = getenv("ALLOC_TCP") ? cfg.nfs_port : cfg.rdma_options.port;
     o.mount_port = cfg.mount_port;
     o.provider = test_provider();
-    o.caller_progress = true;
+    o.caller_progress = !getenv("ALLOC_TCP");
     auto c = NfsClient::connect(o);
     ASSERT_TRUE(c.ok()) << c.error().describe();
     nfs_ = std::move(*c);
@@ -115,13 +116,18 @@ class Allocations : public ::testing::Test {
   // `calls` READs or WRITEs, kDepth at a time. Its callbacks capture two
   // words, which std::function holds without allocating: this test counts
   // its own allocations too.
+  // Over TCP the callbacks run on the connection's thread, beside the
+  // first issues: hence the atomics.
   struct Loop {
     Allocations* t;
     bool write;
-    std::size_t calls, issued = 0, done = 0, failed = 0;
+    std::size_t calls;
+    std::atomic<std::size_t> issued{0}, done{0}, failed{0};
     void issue(std::size_t slot) {
+      const std::size_t n = issued.fetch_add(1);
+      if (n >= calls) return;
       std::span<std::uint8_t> buf(t->buffers_.data() + slot * kBlock, kBlock);
-      const std::uint64_t offset = (issued++ * 7 % kFileBlocks) * kBlock;
+      const std::uint64_t offset = (n * 7 % kFileBlocks) * kBlock;
       if (write) {
         WRITE3args a{t->fh_, offset, kBlock, stable_how::UNSTABLE, buf};
         t->nfs_->write(a, [this, slot](Result<WRITE3res> r) { finished(slot, r && r->status == NFS3_OK); });
@@ -133,17 +139,21 @@ class Allocations : public ::testing::Test {
     }
     void finished(std::size_t slot, bool ok) {
       if (!ok) ++failed;
+      issue(slot);
       ++done;
-      if (issued < calls) issue(slot);
     }
   };
   // Returns how many failed or never completed.
   std::size_t run(bool write, std::size_t calls) {
     Loop loop{this, write, calls};
-    for (std::size_t i = 0; i < kDepth && loop.issued < calls; ++i) loop.issue(i);
+    for (std::size_t i = 0; i < kDepth; ++i) loop.issue(i);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (loop.done < calls && std::chrono::steady_clock::now() < until) nfs_->progress(100);
-    return loop.failed + (calls - loop.done);
+    while (loop.done < calls && std::chrono::steady_clock::now() < until) {
+      if (nfs_->progress(100) == 0 && !nfs_->options().caller_progress) std::this_thread::yield();
+    }
+    const std::size_t left = loop.failed + (calls - loop.done);
+    if (loop.done < calls) nfs_.reset();  // its calls end now, while `loop` is still here
+    return left;
   }
 
   // Allocations per call over `calls`, after `warm` calls to reach the steady state.
@@ -153,7 +163,7 @@ class Allocations : public ::testing::Test {
     const std::uint64_t before = g_allocations.load();
     EXPECT_EQ(run(write, calls), 0u);
     const std::uint64_t n = g_allocations.load() - before;
-    std::cout << (write ? "WRITE" : "READ") << ": " << n << " allocations in " << calls << " calls\n";
+    std::cout << (GetParam() == client::Proto::rdma ? "rdma " : "tcp ") << (write ? "WRITE" : "READ") << ": " << n << " allocations in " << calls << " calls\n";
     return static_cast<double>(n) / static_cast<double>(calls);
   }
 
@@ -167,23 +177,26 @@ class Allocations : public ::testing::Test {
 
 std::string* volatile g_sink;
 
-TEST_F(Allocations, TheHookCounts) {
+TEST_P(Allocations, TheHookCounts) {
   const std::uint64_t before = g_allocations.load();
   g_sink = new std::string(1000, 'x');  // the object and its characters
   delete g_sink;
   EXPECT_EQ(g_allocations.load() - before, 2u);
 }
 
-TEST_F(Allocations, NoneForReadsInTheSteadyState) {
+TEST_P(Allocations, NoneForReadsInTheSteadyState) {
   // The warm-up and counted runs are bounded, not timed: a slow machine takes longer, not fewer calls.
   EXPECT_LT(per_call(false, 4000, 20000), kBound);
 }
 
-TEST_F(Allocations, NoneForWritesInTheSteadyState) {
+TEST_P(Allocations, NoneForWritesInTheSteadyState) {
   // WRITE is non-idempotent: it goes through the duplicate request cache, whose
   // 8192 entries are reused once it has filled.
   EXPECT_LT(per_call(true, 10000, 20000), kBound);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, Allocations, ::testing::Values(client::Proto::rdma, client::Proto::tcp),
+                         [](const auto& info) { return info.param == client::Proto::rdma ? "rdma" : "tcp"; });
 
 }  // namespace
 }  // namespace nfsrdma::test

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory_resource>
 #include <mutex>
 #include <vector>
 
@@ -81,7 +82,9 @@ class MemoryBudget {
 
   std::mutex wake_mu_;  // held while wakers run, and by forget(); taken before mu_
   std::mutex mu_;       // guards by_address_, waiting_ and wakers_
-  std::map<Address, std::size_t> by_address_;
+  // An address leaves by_address_ when it holds nothing: its node is kept for the next.
+  std::pmr::unsynchronized_pool_resource nodes_;
+  std::pmr::map<Address, std::size_t> by_address_{&nodes_};
   std::map<Address, std::size_t> waiting_;  // address -> the most one of its waiters needs
   std::map<std::size_t, std::function<void()>> wakers_;
   std::size_t next_waker_ = 0;

@@ -7,7 +7,15 @@
 namespace nfsrdma::tcp {
 
 std::vector<std::uint8_t> BufferShelf::take(std::size_t bytes) {
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
+  if (bytes < kMinBytes) {
+    if (small_.empty()) return {};
+    std::vector<std::uint8_t> out = std::move(small_.back());
+    small_.pop_back();
+    lk.unlock();
+    out.reserve(bytes);  // the steady state's sizes repeat: it has room already
+    return out;
+  }
   auto best = kept_.end();
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
     if (it->capacity() >= bytes && (best == kept_.end() || it->capacity() < best->capacity())) best = it;
@@ -20,9 +28,14 @@ std::vector<std::uint8_t> BufferShelf::take(std::size_t bytes) {
 }
 
 void BufferShelf::give(std::vector<std::uint8_t>&& b) {
-  if (b.capacity() < kMinBytes) return;
+  const std::size_t room = b.capacity();
+  if (room == 0 || (room > kSmallMaxBytes && room < kMinBytes)) return;
   b.clear();
   std::lock_guard lk(mu_);
+  if (room < kMinBytes) {
+    if (small_.size() < max_small_) small_.push_back(std::move(b));
+    return;
+  }
   if (kept_.size() < max_) {
     kept_.push_back(std::move(b));
     return;
@@ -36,7 +49,7 @@ void BufferShelf::give(std::vector<std::uint8_t>&& b) {
 
 std::size_t BufferShelf::kept() const {
   std::lock_guard lk(mu_);
-  return kept_.size();
+  return kept_.size() + small_.size();
 }
 
 RecordReader::RecordReader(std::size_t max_record_bytes, BufferShelf* shelf)
@@ -44,8 +57,9 @@ RecordReader::RecordReader(std::size_t max_record_bytes, BufferShelf* shelf)
 
 void RecordReader::grow_record(std::size_t need) {
   if (need <= record_.capacity()) return;
-  // A new large record takes kept room, so its pages are not faulted afresh.
-  if (shelf_ && record_have_ == 0 && need >= BufferShelf::kMinBytes) {
+  // A new record takes kept room: a large one's pages are not faulted
+  // afresh, and a small one is not allocated.
+  if (shelf_ && record_have_ == 0) {
     if (auto kept = shelf_->take(need); kept.capacity() >= need) {
       record_ = std::move(kept);
       return;

@@ -31,32 +31,38 @@ namespace nfsrdma::tcp {
 
 constexpr std::uint32_t kLastFragment = 0x80000000u;
 
-// Large record and reply buffers kept from call to call (thread-safe). glibc
+// Record and reply buffers kept from call to call (thread-safe). glibc
 // hands a freed block of megabytes back to the kernel (a thread's heap that
 // empties is unmapped), so without it every 4 MiB call zero-filled 1,024
 // freshly faulted pages: half the throughput of 1 MiB calls, three times the
-// CPU. Holds at most `max_buffers`, each of at least kMinBytes.
+// CPU. Holds at most `max_large` buffers of at least kMinBytes, lending the
+// smallest that fits, and at most `max_small` of at most kSmallMaxBytes (a
+// call or reply of a few KiB: kept, a call in the steady state allocates
+// none), lending the last given. Between the two sizes nothing is kept.
 class BufferShelf {
  public:
   static constexpr std::size_t kMinBytes = 256 * 1024;
-  explicit BufferShelf(std::size_t max_buffers) : max_(max_buffers) {}
-  // The smallest kept buffer with room for `bytes`, emptied; or an empty
-  // vector with no room when none fits.
+  static constexpr std::size_t kSmallMaxBytes = 16 * 1024;
+  explicit BufferShelf(std::size_t max_large, std::size_t max_small = 0) : max_(max_large), max_small_(max_small) {}
+  // Below kMinBytes: a kept small buffer, emptied, with room for `bytes`.
+  // Else the smallest kept large buffer with room for `bytes`, emptied. Or
+  // an empty vector with no room when none is kept.
   std::vector<std::uint8_t> take(std::size_t bytes);
-  // Keeps `b` when it is large enough and there is room, or in place of a
-  // smaller one when full; else frees it.
+  // Keeps `b` when its room is one of the two sizes and there is a place for
+  // it, or, full of large ones, in place of a smaller one; else frees it.
   void give(std::vector<std::uint8_t>&& b);
-  std::size_t kept() const;
+  std::size_t kept() const;  // large and small
 
  private:
-  const std::size_t max_;
+  const std::size_t max_, max_small_;
   mutable std::mutex mu_;
   std::vector<std::vector<std::uint8_t>> kept_;
+  std::vector<std::vector<std::uint8_t>> small_;
 };
 
 class RecordReader {
  public:
-  // `shelf` (optional) lends the room of large records and takes it back.
+  // `shelf` (optional) lends the room of records and takes it back.
   explicit RecordReader(std::size_t max_record_bytes, BufferShelf* shelf = nullptr);
 
   // Where to put the next bytes read from the stream (never empty). Not while

@@ -69,6 +69,42 @@ TEST(BufferShelf, KeepsTheLargestBuffersUpToItsCountAndLendsTheSmallestThatFits)
   EXPECT_EQ(shelf.kept(), 0u);
 }
 
+TEST(BufferShelf, KeepsSmallBuffersUpToTheirCountAndNoneBetweenTheSizes) {
+  BufferShelf shelf(1, 2);
+  Bytes a(100), b(BufferShelf::kSmallMaxBytes), c(200), middle(BufferShelf::kSmallMaxBytes + 1), none;
+  const auto* b_at = b.data();
+  shelf.give(std::move(none));
+  shelf.give(std::move(middle));
+  EXPECT_EQ(shelf.kept(), 0u) << "no room, or between the two sizes: freed";
+  shelf.give(std::move(a));
+  shelf.give(std::move(b));
+  shelf.give(std::move(c));
+  EXPECT_EQ(shelf.kept(), 2u) << "no more than its count";
+  Bytes got = shelf.take(1000);
+  EXPECT_EQ(got.data(), b_at) << "the last given";
+  EXPECT_TRUE(got.empty());
+  EXPECT_GE(got.capacity(), 1000u);
+  EXPECT_GE(shelf.take(5000).capacity(), 5000u) << "grown to what is asked";
+  EXPECT_EQ(shelf.take(10).capacity(), 0u) << "none left";
+}
+
+TEST(BufferShelf, ASmallRecordIsAssembledInKeptRoom) {
+  BufferShelf shelf(1, 1);
+  RecordReader r(1u << 20, &shelf);
+  Bytes stream = {0x80, 0x00, 0x01, 0x00};  // one last fragment of 256 bytes
+  stream.resize(4 + 256, 0x33);
+  auto first = feed(r, stream, 4096);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  const auto* at = (*first)[0].data();
+  shelf.give(std::move((*first)[0]));
+  auto second = feed(r, stream, 4096);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].data(), at) << "the second record did not reuse the first one's room";
+  EXPECT_EQ((*second)[0], Bytes(256, 0x33));
+}
+
 TEST(BufferShelf, ALargeRecordIsAssembledInKeptRoom) {
   BufferShelf shelf(4);
   RecordReader r(8u << 20, &shelf);

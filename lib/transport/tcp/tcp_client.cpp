@@ -65,18 +65,19 @@ void TcpClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) 
 }
 
 void TcpClient::fail_all(const Error& e) {
-  std::unordered_map<std::uint32_t, rpc::ReplyHandler> pending;
+  std::vector<rpc::ReplyHandler> pending;
   {
     std::lock_guard lk(calls_mu_);
     broken_ = true;
-    pending.swap(calls_);
+    for (auto& [xid, h] : calls_) pending.push_back(std::move(h));
+    calls_.clear();
   }
-  for (auto& [xid, h] : pending) h(e);
+  for (auto& h : pending) h(e);
 }
 
 void TcpClient::reader_loop() {
-  // One record at a time: its room is kept for the next large one.
-  BufferShelf shelf(1);
+  // One record at a time: its room is kept for the next.
+  BufferShelf shelf(1, 1);
   RecordReader reader(options_.max_record_bytes, &shelf);
   Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: connection to " + peer_ + " closed"};
   for (bool open = true; open;) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory_resource>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,7 +50,8 @@ class TcpClient final : public rpc::ClientTransport {
   std::string peer_;
   std::mutex send_mu_;  // ORDER: send_mu_ before calls_mu_
   std::mutex calls_mu_;
-  std::unordered_map<std::uint32_t, rpc::ReplyHandler> calls_;  // guarded by calls_mu_
+  std::pmr::unsynchronized_pool_resource call_nodes_;  // calls_'s, kept for the next calls
+  std::pmr::unordered_map<std::uint32_t, rpc::ReplyHandler> calls_{&call_nodes_};  // guarded by calls_mu_
   bool broken_ = false;                                           // guarded by calls_mu_
   std::atomic<bool> shutting_down_{false};
   std::thread reader_;

@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <string>
 
+#include "lib/base/fifo.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 #include "lib/transport/tcp/record.hpp"
@@ -92,7 +92,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     // The call stays in flight, and its reply's bytes held, until the socket took them.
     const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
     held(static_cast<std::int64_t>(queued));
-    out_.push_back({record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
+    out_.emplace_back(Pending{record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
     if (out_.size() == 1) flush_locked();
     update_events_locked();
   }
@@ -304,7 +304,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   int tag_;
   std::shared_ptr<rpc::Admission::Ticket> ticket_;
   RecordReader reader_;
-  std::deque<Pending> out_;
+  Fifo<Pending> out_;  // replies not yet taken by the socket, in order
   std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
   std::size_t held_ = 0;       // bytes those calls count for (charged to the budget)
   std::size_t record_charged_ = 0;  // reader_'s bytes charged to the budget (loop thread)
@@ -427,7 +427,8 @@ void TcpLoop::on_budget_room() {
 void TcpLoop::take_posted() {
   std::vector<std::shared_ptr<TcpConnection>> adopted;
   std::vector<std::pair<std::uint64_t, const char*>> to_close;
-  std::vector<int> resume;
+  std::vector<int>& resume = resume_taken_;  // keeps its room: a busy connection is resumed often
+  resume.clear();
   {
     std::lock_guard lk(posted_mu_);
     adopted.swap(adopted_);
@@ -481,13 +482,14 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       const std::size_t bound = server_.options_.reply_bound ? server_.options_.reply_bound(message) : server_.options_.max_record_bytes;
       const std::size_t charge = message.size() + bound;
       const bool more = c->begin_call(charge, reader.has_unparsed());
-      auto channel = std::make_shared<TcpCallChannel>(c, charge, std::move(message), server_.shelf_);
+      auto channel = std::allocate_shared<TcpCallChannel>(std::pmr::polymorphic_allocator<TcpCallChannel>(&server_.channels_),
+                                                          c, charge, std::move(message), server_.shelf_);
       rpc::IncomingCall call;
-      // A large reply (a READ's) is built in kept room, room for the bound
-      // when it is new, so it fits the next such reply when it comes back.
-      // A bound of a whole record is the default for calls the server did
-      // not size (MOUNT, NLM...), whose replies are small.
-      if (bound >= BufferShelf::kMinBytes && bound < server_.options_.max_record_bytes) {
+      // The reply is built in kept room, room for the bound when it is new,
+      // so it fits the next such reply when it comes back. A bound of a
+      // whole record is the default for calls the server did not size
+      // (MOUNT, NLM...), whose replies are small.
+      if (bound < server_.options_.max_record_bytes) {
         call.reply_buffer = server_.shelf_.take(bound);
         call.reply_buffer.reserve(bound);
       }

@@ -70,6 +70,7 @@ class TcpLoop {
   std::vector<int> resume_;
   std::vector<int> budget_waiting_;
   // Loop thread only.
+  std::vector<int> resume_taken_;  // resume_'s last contents, swapped back next time
   std::map<int, std::shared_ptr<TcpConnection>> connections_;
   bool intake_applied_ = false;
 };

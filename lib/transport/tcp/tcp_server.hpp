@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ struct TcpServerOptions {
   std::size_t max_calls_in_flight = 128;               // per connection
   std::size_t max_connection_bytes = 16u << 20;        // per connection, see above
   std::size_t kept_buffers = 16;                       // large buffers kept for reuse (BufferShelf)
+  std::size_t kept_small_buffers = 512;                // and small ones: at most 8 MiB of them
   unsigned loops = 0;                                  // event-loop threads; 0: one per core
   // The most a call's reply can take, from the call's bytes; unset: a whole
   // record (max_record_bytes), the safe and pessimistic answer.
@@ -99,7 +101,9 @@ class TcpServer {
   void close_ticket(std::uint64_t id, const char* why);  // on whichever loop has it
 
   TcpServerOptions options_;
-  BufferShelf shelf_{options_.kept_buffers};  // ORDER: before the connections that give to it
+  BufferShelf shelf_{options_.kept_buffers, options_.kept_small_buffers};  // ORDER: before the connections that give to it
+  // Each call's ReplyChannel, freed from any thread: its memory is kept for the next.
+  std::pmr::synchronized_pool_resource channels_;  // ORDER: before the connections
   rpc::CallHandler handler_;
   rpc::Admission admission_;
   std::unique_ptr<rpc::MemoryBudget> own_budget_;
