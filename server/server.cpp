@@ -17,7 +17,9 @@ Server::Server(const ServerConfig& config, const SipKey& key) : config_(config),
   drc_.charge_to(budget_.get());
 }
 
-Server::~Server() = default;
+// ORDER: the pool first: a call a loop handed out as intake stopped may
+// still wait in it, and runs now, while its connection and channel exist.
+Server::~Server() { pool_.reset(); }
 
 Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   auto key = load_or_create_key(config.state_dir);

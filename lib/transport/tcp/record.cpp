@@ -9,7 +9,8 @@ namespace nfsrdma::tcp {
 std::vector<std::uint8_t> BufferShelf::take(std::size_t bytes) {
   std::unique_lock lk(mu_);
   if (bytes < kMinBytes) {
-    if (small_.empty()) return {};
+    // Between the sizes: a small one would be grown out of the shelf's sizes, and lost.
+    if (bytes > kSmallMaxBytes || small_.empty()) return {};
     std::vector<std::uint8_t> out = std::move(small_.back());
     small_.pop_back();
     lk.unlock();

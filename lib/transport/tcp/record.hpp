@@ -44,7 +44,7 @@ class BufferShelf {
   static constexpr std::size_t kMinBytes = 256 * 1024;
   static constexpr std::size_t kSmallMaxBytes = 16 * 1024;
   explicit BufferShelf(std::size_t max_large, std::size_t max_small = 0) : max_(max_large), max_small_(max_small) {}
-  // Below kMinBytes: a kept small buffer, emptied, with room for `bytes`.
+  // Up to kSmallMaxBytes: a kept small buffer, emptied, with room for `bytes`.
   // Else the smallest kept large buffer with room for `bytes`, emptied. Or
   // an empty vector with no room when none is kept.
   std::vector<std::uint8_t> take(std::size_t bytes);

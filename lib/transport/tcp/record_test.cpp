@@ -84,6 +84,9 @@ TEST(BufferShelf, KeepsSmallBuffersUpToTheirCountAndNoneBetweenTheSizes) {
   EXPECT_EQ(got.data(), b_at) << "the last given";
   EXPECT_TRUE(got.empty());
   EXPECT_GE(got.capacity(), 1000u);
+  EXPECT_EQ(shelf.take(BufferShelf::kSmallMaxBytes + 1).capacity(), 0u)
+      << "between the sizes: a small one would be grown out of the shelf, and lost";
+  EXPECT_EQ(shelf.kept(), 1u);
   EXPECT_GE(shelf.take(5000).capacity(), 5000u) << "grown to what is asked";
   EXPECT_EQ(shelf.take(10).capacity(), 0u) << "none left";
 }

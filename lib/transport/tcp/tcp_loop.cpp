@@ -465,6 +465,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
     ~StepEnd() { c.end_step(); }
   };
   for (int round = 0; round < 64; ++round) {
+    if (server_.intake_stopped_) return;  // read as intake stopped: nothing more is handed out
     // Resumed or not, nothing is handed out past a limit: the calls' count,
     // the connection's bytes, the memory budget (which wakes it later).
     if (!c->begin_step()) return;
