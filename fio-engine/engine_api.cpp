@@ -1,14 +1,12 @@
 // The C API of fio-engine/engine_api.h over client/core. Completions go into
-// one queue per session, which fio drains from its getevents. Over RDMA the
-// connections have no threads: getevents reaps their completion queues
-// itself, so a reply is handled on fio's thread with no hand-off. Over TCP
-// the transport's thread queues them and getevents waits on a condition
-// variable.
+// one queue per session, which fio drains from its getevents. The
+// connections, RDMA or TCP, have no threads: getevents reaps their
+// completion queues or reads their sockets itself, so a reply is handled on
+// fio's thread with no hand-off.
 #include "fio-engine/engine_api.h"
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -31,11 +29,9 @@ using DoneQueue = Fifo<std::pair<void*, long>>;
 struct nfsrdma_session {
   std::unique_ptr<client::NfsClient> nfs;  // nfs_nconnect connections over the addresses given
   std::uint32_t rsize = 0, wsize = 0;      // the server's FSINFO rtmax/wtmax, in pages
-  bool driven = false;  // RDMA: getevents drives the client (NfsClient::progress)
-  // Completions come from fio's thread when `driven`, but also from the
-  // client's maintenance thread (timeouts, shutdown): hence the lock.
+  // Completions come from fio's thread (getevents drives the client), but
+  // also from the client's maintenance thread (timeouts, shutdown): hence the lock.
   std::mutex mu;
-  std::condition_variable cv;
   DoneQueue done;  // guarded by mu
 };
 
@@ -48,7 +44,6 @@ struct File {
 void complete(nfsrdma_session* s, void* cookie, long result) {
   std::lock_guard lk(s->mu);
   s->done.emplace_back(cookie, result);
-  if (!s->driven) s->cv.notify_one();
 }
 
 int fail(const Error& e, int fallback = EIO) { return -(e.domain == ErrorDomain::sys && e.code ? e.code : fallback); }
@@ -72,7 +67,7 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
   o.port = static_cast<std::uint16_t>(p->port);
   o.mount_port = static_cast<std::uint16_t>(p->mount_port);
   o.credits = p->credits ? p->credits : 128;
-  o.caller_progress = !p->tcp;
+  o.caller_progress = true;
   o.nconnect = static_cast<int>(std::max(1u, p->nconnect));
   o.uid = p->uid;
   o.gid = p->gid;
@@ -84,7 +79,6 @@ extern "C" nfsrdma_session* nfsrdma_session_open(const nfsrdma_params* p, char* 
     *out = std::move(*a);
   }
   auto s = std::make_unique<nfsrdma_session>();
-  s->driven = o.caller_progress;
   auto c = client::NfsClient::connect(o);
   if (!c) return say(c.error().describe());
   s->nfs = std::move(*c);
@@ -284,16 +278,6 @@ extern "C" int nfsrdma_reap(nfsrdma_session* s, unsigned min, unsigned max, cons
   using Clock = std::chrono::steady_clock;
   const auto deadline = t ? Clock::now() + std::chrono::seconds(t->tv_sec) + std::chrono::nanoseconds(t->tv_nsec)
                           : Clock::time_point::max();
-  if (!s->driven) {
-    std::unique_lock lk(s->mu);
-    auto enough = [&] { return s->done.size() >= min; };
-    if (t) {
-      s->cv.wait_until(lk, deadline, enough);
-    } else {
-      s->cv.wait(lk, enough);
-    }
-    return static_cast<int>(take_done(s, max, cookies, results));
-  }
   s->nfs->progress(0);
   for (;;) {
     {

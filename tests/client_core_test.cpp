@@ -201,12 +201,6 @@ TEST_P(ClientCore, CallerDrivenProgressRunsCallbacksOnTheCallersThread) {
   NfsClientOptions o = options(dir_.path());
   o.caller_progress = true;
   o.timeo_ds = 20;
-  if (GetParam() == Proto::tcp) {
-    auto refused = NfsClient::connect(o);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.error().message.find("RDMA connections only"), std::string::npos) << refused.error().message;
-    return;
-  }
   std::vector<std::uint8_t> data(16 * 4096);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 5 + (i >> 12));
   {

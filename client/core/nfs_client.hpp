@@ -66,7 +66,7 @@ struct NfsClientOptions {
   bool hard = true;
   bool resvport = true;          // TCP from a source port below 1024 when root (RDMA has no such port)
   std::uint32_t uid = 0, gid = 0;  // AUTH_SYS identity unless a call gives its own
-  // RDMA only: the connections have no threads of their own; the owner
+  // The connections have no threads of their own; the owner
   // drives them with progress() and callbacks run on its thread (the fio
   // engine reaps in getevents). The *_sync calls drive it themselves.
   bool caller_progress = false;

@@ -58,9 +58,6 @@ Result<std::vector<std::string>> parse_address_list(const std::string& option, c
 std::string NfsClient::Link::name() const { return (local.empty() ? "" : local + " -> ") + remote; }
 
 Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& options) {
-  if (options.caller_progress && options.proto != Proto::rdma) {
-    return Error{ErrorDomain::config, EINVAL, Action::fail, "nfs: caller-driven progress is for RDMA connections only"};
-  }
   for (const auto& a : options.local_addrs) {
     in6_addr any;
     if (::inet_pton(AF_INET, a.c_str(), &any) != 1 && ::inet_pton(AF_INET6, a.c_str(), &any) != 1) {
@@ -175,7 +172,8 @@ Result<std::shared_ptr<rpc::ClientTransport>> NfsClient::make_transport(
   } else {
     auto c = tcp::TcpClient::connect(link.remote, nfs_port_,
                                      {.reserved_port = options_.resvport, .source_address = link.local,
-                                      .connect_timeout_ms = kConnectTimeoutMs});
+                                      .connect_timeout_ms = kConnectTimeoutMs,
+                                      .caller_progress = options_.caller_progress});
     if (!c) return c.error();
     t = std::move(*c);
   }

@@ -149,7 +149,7 @@ Result<void> set_nonblocking(int fd) {
   return {};
 }
 
-Result<void> send_all(int fd, struct iovec* iov, int iovcnt) {
+Result<void> send_all(int fd, struct iovec* iov, int iovcnt, const SendFull& full) {
   while (iovcnt > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
@@ -157,6 +157,10 @@ Result<void> send_all(int fd, struct iovec* iov, int iovcnt) {
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && full) {
+        if (auto r = full(); !r) return r.error();
+        continue;
+      }
       return sys_error(errno, "send");
     }
     auto left = static_cast<std::size_t>(n);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -30,7 +31,11 @@ Result<Fd> connect_tcp(const std::string& host, std::uint16_t port, bool reserve
 void set_nodelay(int fd);
 Result<void> set_nonblocking(int fd);
 
-// Sends every byte of the iovec list (blocking socket), retrying partial writes.
-Result<void> send_all(int fd, struct iovec* iov, int iovcnt);
+// What a sender does when a non-blocking socket is full: waits for room (and
+// may do other work meanwhile); an error ends the send.
+using SendFull = std::function<Result<void>()>;
+// Sends every byte of the iovec list, retrying partial writes; on a
+// non-blocking socket, calling `full` each time the socket takes nothing.
+Result<void> send_all(int fd, struct iovec* iov, int iovcnt, const SendFull& full = {});
 
 }  // namespace nfsrdma::tcp

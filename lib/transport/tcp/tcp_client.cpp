@@ -1,28 +1,38 @@
 #include "lib/transport/tcp/tcp_client.hpp"
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "lib/base/log.hpp"
 #include "lib/rpc/rpc.hpp"
-#include "lib/transport/tcp/record.hpp"
 #include "lib/xdr/xdr.hpp"
 
 namespace nfsrdma::tcp {
+
+namespace {
+// The most replies one progress() runs, so a reaper that asked for a few
+// gets them back while more keep coming.
+constexpr std::size_t kProgressBatch = 64;
+}  // namespace
 
 Result<std::unique_ptr<TcpClient>> TcpClient::connect(const std::string& host, std::uint16_t port,
                                                       TcpClientOptions options) {
   auto fd = connect_tcp(host, port, options.reserved_port, options.source_address, options.connect_timeout_ms);
   if (!fd) return fd.error();
+  if (options.caller_progress) {
+    if (auto r = set_nonblocking(fd->get()); !r) return r.error();
+  }
   return std::unique_ptr<TcpClient>(new TcpClient(std::move(*fd), options, host + ":" + std::to_string(port)));
 }
 
 TcpClient::TcpClient(Fd fd, TcpClientOptions options, std::string peer)
-    : fd_(std::move(fd)), options_(options), peer_(std::move(peer)) {
-  reader_ = std::thread([this] { reader_loop(); });
+    : fd_(std::move(fd)), options_(std::move(options)), peer_(std::move(peer)) {
+  if (!options_.caller_progress) reading_ = std::thread([this] { reader_loop(); });
 }
 
 TcpClient::~TcpClient() { shutdown(); }
@@ -30,7 +40,7 @@ TcpClient::~TcpClient() { shutdown(); }
 void TcpClient::shutdown() {
   if (shutting_down_.exchange(true)) return;
   ::shutdown(fd_.get(), SHUT_RDWR);
-  if (reader_.joinable()) reader_.join();
+  if (reading_.joinable()) reading_.join();
   fail_all(Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"});
 }
 
@@ -57,10 +67,40 @@ void TcpClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) 
       {const_cast<std::uint8_t*>(kZeros), pad},
       {const_cast<std::uint8_t*>(call.tail.data()), call.tail.size()},
   };
-  if (auto r = send_all(fd_.get(), iov, 5); !r) {
+  SendFull full;
+  if (options_.caller_progress) full = [this] { return absorb(); };
+  if (auto r = send_all(fd_.get(), iov, 5, full); !r) {
     spdlog::info("rpc: send to {} failed: {}", peer_, r.error().describe());
-    // The reader thread notices the broken socket and fails every pending call.
+    // Whoever reads the socket next finds it shut and fails every pending call.
     ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+}
+
+Result<void> TcpClient::absorb() {
+  pollfd p{fd_.get(), POLLIN | POLLOUT, 0};
+  // In slices, so a shutdown is noticed.
+  if (::poll(&p, 1, 1000) < 0 && errno != EINTR) return sys_error(errno, "poll");
+  if (shutting_down_) return Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"};
+  if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) return {};
+  std::lock_guard lk(recv_mu_);
+  if (ended_) return *ended_;
+  for (;;) {
+    std::vector<std::uint8_t> record;
+    auto got = next_record_locked(record);
+    if (!got) {
+      ended_ = got.error();
+      return got.error();
+    }
+    if (!*got) return {};
+    // Only replies to pending calls are kept: a server cannot fill our
+    // memory with replies while we wait to send.
+    std::uint32_t xid = 0;
+    bool pending = false;
+    if (rpc::peek_xid(record, xid)) {
+      std::lock_guard clk(calls_mu_);
+      pending = calls_.contains(xid);
+    }
+    if (pending) absorbed_.emplace_back(std::move(record));
   }
 }
 
@@ -75,38 +115,91 @@ void TcpClient::fail_all(const Error& e) {
   for (auto& h : pending) h(e);
 }
 
-void TcpClient::reader_loop() {
-  // One record at a time: its room is kept for the next.
-  BufferShelf shelf(1, 1);
-  RecordReader reader(options_.max_record_bytes, &shelf);
-  Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: connection to " + peer_ + " closed"};
-  for (bool open = true; open;) {
-    auto buf = reader.buffer();
+Result<bool> TcpClient::next_record_locked(std::vector<std::uint8_t>& out) {
+  for (;;) {
+    auto parsed = reader_.parse();
+    if (!parsed) return parsed.error();
+    if (*parsed) {
+      out = reader_.take();
+      return true;
+    }
+    auto buf = reader_.buffer();
     ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
     if (n <= 0) {
+      Error why{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: connection to " + peer_ + " closed"};
       if (n < 0) why.message += std::string(": ") + std::strerror(errno);
-      break;
+      if (shutting_down_) why = Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"};
+      return why;
     }
-    reader.commit(static_cast<std::size_t>(n));
-    for (;;) {
-      auto done = reader.parse();
-      if (!done) {
-        why = done.error();
-        open = false;
-        break;
-      }
-      if (!*done) break;
-      auto record = reader.take();
-      deliver(record);
-      shelf.give(std::move(record));
+    reader_.commit(static_cast<std::size_t>(n));
+    // Less than there was room for: the socket is most likely drained, and
+    // a caller-driven client waits in poll() rather than asking again.
+    if (options_.caller_progress && static_cast<std::size_t>(n) < buf.size()) {
+      auto more = reader_.parse();
+      if (!more) return more.error();
+      if (!*more) return false;
+      out = reader_.take();
+      return true;
     }
   }
-  if (shutting_down_) why = Error{ErrorDomain::rpc, ECONNABORTED, Action::fail, "rpc: transport shut down"};
-  fail_all(why);
 }
 
-void TcpClient::deliver(const std::vector<std::uint8_t>& reply) {
+void TcpClient::reader_loop() {
+  // A blocking socket: a record, or the connection's end.
+  for (;;) {
+    std::vector<std::uint8_t> record;
+    Result<bool> got = false;
+    {
+      std::lock_guard lk(recv_mu_);
+      got = next_record_locked(record);
+    }
+    if (!got) return fail_all(got.error());
+    deliver(record);
+    shelf_.give(std::move(record));
+  }
+}
+
+Result<std::size_t> TcpClient::progress(int timeout_ms) {
+  if (!options_.caller_progress) return std::size_t{0};
+  std::size_t ran = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (ran < kProgressBatch) {
+    std::vector<std::uint8_t> record;
+    Result<bool> got = false;
+    {
+      std::lock_guard lk(recv_mu_);
+      if (ended_) return *ended_;
+      if (!absorbed_.empty()) {
+        record = absorbed_.pop_front();
+        got = true;
+      } else {
+        got = next_record_locked(record);
+        if (!got) ended_ = got.error();
+      }
+    }
+    if (!got) {
+      fail_all(got.error());
+      return got.error();
+    }
+    if (*got) {
+      deliver(record);
+      shelf_.give(std::move(record));
+      ++ran;
+      continue;
+    }
+    if (ran > 0) break;
+    // Nothing whole yet: wait for the rest (a large reply comes in many reads).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+  return ran;
+}
+
+void TcpClient::deliver(std::span<const std::uint8_t> reply) {
   std::uint32_t xid = 0;
   if (!rpc::peek_xid(reply, xid)) return;
   rpc::ReplyHandler h;
@@ -120,7 +213,7 @@ void TcpClient::deliver(const std::vector<std::uint8_t>& reply) {
     h = std::move(it->second);
     calls_.erase(it);
   }
-  h(std::span<const std::uint8_t>(reply));
+  h(reply);
 }
 
 }  // namespace nfsrdma::tcp

@@ -2,21 +2,31 @@
 // replies matched to calls by xid.
 //
 // Theory of operation: call() registers the handler under its xid, then writes
-// the record under the send mutex. A reader thread reassembles records and runs
-// the matching handler (on the reader thread). When the connection fails, every
-// pending call's handler runs with an error whose action is `reconnect`; the
-// owner (client/core) decides whether to reconnect and retransmit.
+// the record under the send mutex. Replies are read and their handlers run
+// by a reader thread of the connection's own, or, with
+// TcpClientOptions::caller_progress, by whoever calls progress() (the fio
+// engine's getevents), on a non-blocking socket. A caller-driven call()
+// that finds the socket full reads the replies that arrived meanwhile (and
+// queues them for progress()), since a server that stops reading until its
+// replies are taken would otherwise wait for us as we wait for it. When the
+// connection fails, every pending call's handler runs with an error whose
+// action is `reconnect`; the owner (client/core) decides whether to
+// reconnect and retransmit.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory_resource>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
+#include "lib/base/fifo.hpp"
 #include "lib/rpc/transport.hpp"
+#include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
 
 namespace nfsrdma::tcp {
@@ -28,6 +38,9 @@ struct TcpClientOptions {
   bool reserved_port = true;  // bind a source port < 1024 when root
   std::string source_address;  // bind this local address first (empty: any)
   int connect_timeout_ms = 0;  // 0: the kernel's SYN retries (minutes)
+  // No reader thread: the owner calls progress() (rpc::ClientTransport),
+  // and reply handlers run on its thread.
+  bool caller_progress = false;
 };
 
 class TcpClient final : public rpc::ClientTransport {
@@ -38,23 +51,36 @@ class TcpClient final : public rpc::ClientTransport {
 
   void call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) override;
   void shutdown() override;
+  Result<std::size_t> progress(int timeout_ms) override;
 
  private:
   TcpClient(Fd fd, TcpClientOptions options, std::string peer);
   void reader_loop();
-  void deliver(const std::vector<std::uint8_t>& reply);  // to the call it answers, if still pending
+  // The next whole record into `out`, reading what the socket has: true when
+  // there is one, false when the socket has nothing more now (non-blocking),
+  // an error when the connection ended. With recv_mu_ held.
+  Result<bool> next_record_locked(std::vector<std::uint8_t>& out);
+  // Caller-driven, while call() waits for room in the socket: waits for room
+  // or replies, and queues the replies that came (for calls still pending).
+  Result<void> absorb();
+  void deliver(std::span<const std::uint8_t> reply);  // to the call it answers, if still pending
   void fail_all(const Error& e);
 
   Fd fd_;
   TcpClientOptions options_;
   std::string peer_;
-  std::mutex send_mu_;  // ORDER: send_mu_ before calls_mu_
+  std::mutex send_mu_;  // ORDER: send_mu_ before recv_mu_ before calls_mu_
+  std::mutex recv_mu_;  // guards the four below
+  BufferShelf shelf_{1, 1};  // one record at a time: its room is kept for the next
+  RecordReader reader_{options_.max_record_bytes, &shelf_};
+  Fifo<std::vector<std::uint8_t>> absorbed_;  // replies absorb() read, for progress()
+  std::optional<Error> ended_;  // why the connection ended, once it has (caller-driven)
   std::mutex calls_mu_;
   std::pmr::unsynchronized_pool_resource call_nodes_;  // calls_'s, kept for the next calls
   std::pmr::unordered_map<std::uint32_t, rpc::ReplyHandler> calls_{&call_nodes_};  // guarded by calls_mu_
-  bool broken_ = false;                                           // guarded by calls_mu_
+  bool broken_ = false;                                                           // guarded by calls_mu_
   std::atomic<bool> shutting_down_{false};
-  std::thread reader_;
+  std::thread reading_;  // the reader thread, unless caller-driven
 };
 
 }  // namespace nfsrdma::tcp

@@ -1,0 +1,175 @@
+// TcpClient driven by its caller (TcpClientOptions::caller_progress, as the
+// fio engine runs it), against a peer that answers every call in turn.
+#include "lib/transport/tcp/tcp_client.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "lib/transport/tcp/record.hpp"
+#include "lib/transport/tcp/socket.hpp"
+
+namespace nfsrdma::tcp {
+namespace {
+
+// One connection, one thread: reads a call, then writes its reply (the
+// call's xid and `reply_bytes` more), and reads nothing while it writes, as
+// a server that stops reading while its replies wait. A reply the client
+// does not take within 3 s ends the connection.
+class ReplyingPeer {
+ public:
+  explicit ReplyingPeer(std::size_t reply_bytes) : reply_bytes_(reply_bytes) {
+    auto l = listen_tcp("127.0.0.1", 0);
+    EXPECT_TRUE(l.ok());
+    listener_ = std::move(*l);
+    port_ = local_port(listener_.get());
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ReplyingPeer() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);
+    thread_.join();
+  }
+  std::uint16_t port() const { return port_; }
+  std::size_t replied() const { return replied_; }
+
+ private:
+  void serve() {
+    Fd c(::accept(listener_.get(), nullptr, nullptr));
+    if (!c.valid()) return;
+    conn_ = c.get();
+    timeval limit{3, 0};
+    ::setsockopt(c.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    RecordReader reader(8u << 20);
+    std::vector<std::uint8_t> body(reply_bytes_, 0x7e);
+    for (;;) {
+      auto parsed = reader.parse();
+      if (!parsed) return;
+      if (*parsed) {
+        auto call = reader.take();
+        auto mark = record_mark(static_cast<std::uint32_t>(4 + body.size()));
+        iovec iov[3] = {{mark.data(), 4}, {call.data(), 4}, {body.data(), body.size()}};
+        if (!send_all(c.get(), iov, 3)) return;  // the client took nothing for 3 s
+        ++replied_;
+        continue;
+      }
+      auto buf = reader.buffer();
+      ssize_t n = ::recv(c.get(), buf.data(), buf.size(), 0);
+      if (n <= 0) return;
+      reader.commit(static_cast<std::size_t>(n));
+    }
+  }
+
+  std::size_t reply_bytes_;
+  Fd listener_;
+  std::uint16_t port_ = 0;
+  std::atomic<int> conn_{-1};
+  std::atomic<std::size_t> replied_{0};
+  std::thread thread_;
+};
+
+std::unique_ptr<TcpClient> caller_driven(std::uint16_t port) {
+  auto c = TcpClient::connect("127.0.0.1", port, {.reserved_port = false, .caller_progress = true});
+  EXPECT_TRUE(c.ok()) << c.error().describe();
+  return c ? std::move(*c) : nullptr;
+}
+
+TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
+  ReplyingPeer peer(16);
+  auto client = caller_driven(peer.port());
+  ASSERT_TRUE(client);
+  std::vector<std::uint8_t> message(40, 0);
+  std::size_t ran = 0;
+  bool elsewhere = false;
+  const auto me = std::this_thread::get_id();
+  for (std::uint32_t xid = 1; xid <= 3; ++xid) {
+    message[3] = static_cast<std::uint8_t>(xid);
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = message;
+    client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
+      EXPECT_TRUE(reply.ok());
+      if (reply) EXPECT_EQ(reply->size(), 20u);
+      elsewhere |= std::this_thread::get_id() != me;
+      ++ran;
+    });
+  }
+  for (int i = 0; i < 100 && peer.replied() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(peer.replied(), 3u);
+  EXPECT_EQ(ran, 0u) << "a reply ran outside progress()";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ran < 3 && std::chrono::steady_clock::now() < until) ASSERT_TRUE(client->progress(100).ok());
+  EXPECT_EQ(ran, 3u);
+  EXPECT_FALSE(elsewhere);
+}
+
+// 32 calls of 1 MiB, sent one after another without a progress() between
+// them, each answered with 1 MiB: the replies fill our socket while we
+// still send, and the peer stops reading until they are taken. A client
+// that only waited for room to send would wait for the peer as it waits
+// for us (here, until the peer gives up and the calls fail).
+TEST(CallerDrivenTcpClient, ASendThatFindsTheSocketFullTakesTheRepliesMeanwhile) {
+  constexpr std::size_t kCalls = 32, kBytes = 1u << 20;
+  ReplyingPeer peer(kBytes);
+  auto client = caller_driven(peer.port());
+  ASSERT_TRUE(client);
+  std::vector<std::uint8_t> head(40, 0), payload(kBytes, 0x11);
+  std::size_t ok = 0, failed = 0;
+  for (std::uint32_t xid = 1; xid <= kCalls; ++xid) {
+    head[2] = static_cast<std::uint8_t>(xid >> 8);
+    head[3] = static_cast<std::uint8_t>(xid);
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = head;
+    call.payload = payload;
+    client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
+      (reply && reply->size() == 4 + kBytes ? ok : failed)++;
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ok + failed < kCalls && std::chrono::steady_clock::now() < until) {
+    if (!client->progress(100)) break;
+  }
+  EXPECT_EQ(ok, kCalls);
+  EXPECT_EQ(failed, 0u);
+}
+
+TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
+  auto peer = std::make_unique<ReplyingPeer>(16);
+  auto client = caller_driven(peer->port());
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 100 && peer->replied() == 0; ++i) {
+    // Wait for the peer's accept by a round trip.
+    std::vector<std::uint8_t> m(40, 0);
+    rpc::OutgoingCall call;
+    call.xid = 1000 + static_cast<std::uint32_t>(i);
+    call.message = m;
+    client->call(call, [](Result<std::span<const std::uint8_t>>) {});
+    client->progress(10);
+  }
+  std::vector<std::uint8_t> message(40, 0);
+  message[3] = 9;
+  rpc::OutgoingCall call;
+  call.xid = 9;
+  call.message = message;
+  std::optional<Error> why;
+  peer.reset();  // closes the connection: nothing answers call 9
+  client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
+    if (!reply) why = reply.error();
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Result<std::size_t> r = std::size_t{0};
+  while (!why && std::chrono::steady_clock::now() < until) r = client->progress(100);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(why->action, Action::reconnect);
+  EXPECT_FALSE(client->progress(0).ok()) << "progress() on a lost connection says so";
+}
+
+}  // namespace
+}  // namespace nfsrdma::tcp
