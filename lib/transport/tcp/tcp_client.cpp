@@ -71,6 +71,10 @@ void TcpClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) 
   if (options_.caller_progress) full = [this] { return absorb(); };
   if (auto r = send_all(fd_.get(), iov, 5, full); !r) {
     spdlog::info("rpc: send to {} failed: {}", peer_, r.error().describe());
+    {
+      std::lock_guard lk(calls_mu_);
+      broken_ = true;  // calls from now on fail at once
+    }
     // Whoever reads the socket next finds it shut and fails every pending call.
     ::shutdown(fd_.get(), SHUT_RDWR);
   }
@@ -84,33 +88,48 @@ Result<void> TcpClient::absorb() {
   if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) return {};
   std::lock_guard lk(recv_mu_);
   if (ended_) return *ended_;
-  for (;;) {
+  // A few at a time, then the send is tried again.
+  for (std::size_t n = 0; n < kProgressBatch; ++n) {
     std::vector<std::uint8_t> record;
     auto got = next_record_locked(record);
     if (!got) {
-      ended_ = got.error();
+      ended_ = got.error();  // progress() ends the calls
       return got.error();
     }
     if (!*got) return {};
-    // Only replies to pending calls are kept: a server cannot fill our
-    // memory with replies while we wait to send.
+    // Kept with its call's handler, taken from calls_: only one reply per
+    // call in flight is kept, so a server cannot fill our memory while we
+    // wait to send.
     std::uint32_t xid = 0;
-    bool pending = false;
+    rpc::ReplyHandler h;
     if (rpc::peek_xid(record, xid)) {
       std::lock_guard clk(calls_mu_);
-      pending = calls_.contains(xid);
+      if (auto it = calls_.find(xid); it != calls_.end()) {
+        h = std::move(it->second);
+        calls_.erase(it);
+      }
     }
-    if (pending) absorbed_.emplace_back(std::move(record));
+    if (h) absorbed_.emplace_back(Absorbed{std::move(record), std::move(h)});
   }
+  return {};
 }
 
 void TcpClient::fail_all(const Error& e) {
+  Fifo<Absorbed> absorbed;
+  {
+    std::lock_guard lk(recv_mu_);
+    std::swap(absorbed, absorbed_);
+  }
   std::vector<rpc::ReplyHandler> pending;
   {
     std::lock_guard lk(calls_mu_);
     broken_ = true;
     for (auto& [xid, h] : calls_) pending.push_back(std::move(h));
     calls_.clear();
+  }
+  while (!absorbed.empty()) {
+    Absorbed a = absorbed.pop_front();
+    a.handler(std::span<const std::uint8_t>(a.record));
   }
   for (auto& h : pending) h(e);
 }
@@ -167,13 +186,17 @@ Result<std::size_t> TcpClient::progress(int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (ran < kProgressBatch) {
     std::vector<std::uint8_t> record;
+    rpc::ReplyHandler absorbed;
     Result<bool> got = false;
     {
       std::lock_guard lk(recv_mu_);
-      if (ended_) return *ended_;
       if (!absorbed_.empty()) {
-        record = absorbed_.pop_front();
+        Absorbed a = absorbed_.pop_front();
+        record = std::move(a.record);
+        absorbed = std::move(a.handler);
         got = true;
+      } else if (ended_) {
+        got = *ended_;  // absorb() found the end: the calls end below
       } else {
         got = next_record_locked(record);
         if (!got) ended_ = got.error();
@@ -184,7 +207,11 @@ Result<std::size_t> TcpClient::progress(int timeout_ms) {
       return got.error();
     }
     if (*got) {
-      deliver(record);
+      if (absorbed) {
+        absorbed(std::span<const std::uint8_t>(record));
+      } else {
+        deliver(record);
+      }
       shelf_.give(std::move(record));
       ++ran;
       continue;

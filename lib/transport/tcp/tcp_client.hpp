@@ -64,6 +64,7 @@ class TcpClient final : public rpc::ClientTransport {
   // or replies, and queues the replies that came (for calls still pending).
   Result<void> absorb();
   void deliver(std::span<const std::uint8_t> reply);  // to the call it answers, if still pending
+  // Ends every call: the ones absorb() has replies for with them, the rest with `e`.
   void fail_all(const Error& e);
 
   Fd fd_;
@@ -73,7 +74,13 @@ class TcpClient final : public rpc::ClientTransport {
   std::mutex recv_mu_;  // guards the four below
   BufferShelf shelf_{1, 1};  // one record at a time: its room is kept for the next
   RecordReader reader_{options_.max_record_bytes, &shelf_};
-  Fifo<std::vector<std::uint8_t>> absorbed_;  // replies absorb() read, for progress()
+  // Replies absorb() read, each with its call's handler (taken from calls_,
+  // so a second reply to it is dropped), for progress().
+  struct Absorbed {
+    std::vector<std::uint8_t> record;
+    rpc::ReplyHandler handler;
+  };
+  Fifo<Absorbed> absorbed_;
   std::optional<Error> ended_;  // why the connection ended, once it has (caller-driven)
   std::mutex calls_mu_;
   std::pmr::unsynchronized_pool_resource call_nodes_;  // calls_'s, kept for the next calls

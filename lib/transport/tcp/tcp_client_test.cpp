@@ -34,14 +34,15 @@ class ReplyingPeer {
   ~ReplyingPeer() {
     ::shutdown(listener_.get(), SHUT_RDWR);
     if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);
-    thread_.join();
+    thread_.join();  // ORDER: before conn_fd_ closes, so its number is not reused under us
   }
   std::uint16_t port() const { return port_; }
   std::size_t replied() const { return replied_; }
 
  private:
   void serve() {
-    Fd c(::accept(listener_.get(), nullptr, nullptr));
+    conn_fd_ = Fd(::accept(listener_.get(), nullptr, nullptr));
+    Fd& c = conn_fd_;
     if (!c.valid()) return;
     conn_ = c.get();
     timeval limit{3, 0};
@@ -69,6 +70,7 @@ class ReplyingPeer {
   std::size_t reply_bytes_;
   Fd listener_;
   std::uint16_t port_ = 0;
+  Fd conn_fd_;  // the serving thread's
   std::atomic<int> conn_{-1};
   std::atomic<std::size_t> replied_{0};
   std::thread thread_;
@@ -100,7 +102,7 @@ TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
       ++ran;
     });
   }
-  for (int i = 0; i < 100 && peer.replied() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && peer.replied() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(peer.replied(), 3u);
   EXPECT_EQ(ran, 0u) << "a reply ran outside progress()";
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -140,6 +142,57 @@ TEST(CallerDrivenTcpClient, ASendThatFindsTheSocketFullTakesTheRepliesMeanwhile)
   EXPECT_EQ(failed, 0u);
 }
 
+// The peer answers the first call, stops reading, and resets the connection
+// while our second (16 MiB) call waits for room: the reply read meanwhile
+// is still delivered, and the waiting call fails for a reconnect.
+TEST(CallerDrivenTcpClient, AConnectionLostWhileASendWaitsKeepsTheRepliesReadMeanwhile) {
+  auto l = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  std::thread peer([&] {
+    Fd c(::accept(l->get(), nullptr, nullptr));
+    RecordReader reader(1u << 20);
+    for (;;) {
+      auto parsed = reader.parse();
+      if (!parsed) return;
+      if (*parsed) break;
+      auto buf = reader.buffer();
+      ssize_t n = ::recv(c.get(), buf.data(), buf.size(), 0);
+      if (n <= 0) return;
+      reader.commit(static_cast<std::size_t>(n));
+    }
+    auto call = reader.take();
+    auto mark = record_mark(4);
+    iovec iov[2] = {{mark.data(), 4}, {call.data(), 4}};
+    if (!send_all(c.get(), iov, 2)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    linger reset{1, 0};  // a reset, not an orderly close
+    ::setsockopt(c.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  });
+  auto client = caller_driven(local_port(l->get()));
+  ASSERT_TRUE(client);
+  std::vector<std::uint8_t> head(40, 0), payload(16u << 20, 0x22);
+  std::optional<bool> first;  // whether the first call got its reply
+  std::optional<Error> second;
+  rpc::OutgoingCall call;
+  head[3] = 1;
+  call.xid = 1;
+  call.message = head;
+  client->call(call, [&](Result<std::span<const std::uint8_t>> r) { first = r.ok(); });
+  head[3] = 2;
+  call.xid = 2;
+  call.payload = payload;
+  client->call(call, [&](Result<std::span<const std::uint8_t>> r) {
+    if (!r) second = r.error();
+  });
+  peer.join();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((!first || !second) && std::chrono::steady_clock::now() < until) (void)client->progress(100);
+  ASSERT_TRUE(first.has_value()) << "the reply read while the send waited was lost";
+  EXPECT_TRUE(*first) << "it failed instead";
+  ASSERT_TRUE(second.has_value()) << "the waiting call never ended";
+  EXPECT_EQ(second->action, Action::reconnect);
+}
+
 TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
   auto peer = std::make_unique<ReplyingPeer>(16);
   auto client = caller_driven(peer->port());
@@ -151,7 +204,7 @@ TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
     call.xid = 1000 + static_cast<std::uint32_t>(i);
     call.message = m;
     client->call(call, [](Result<std::span<const std::uint8_t>>) {});
-    client->progress(10);
+    (void)client->progress(10);
   }
   std::vector<std::uint8_t> message(40, 0);
   message[3] = 9;
@@ -164,8 +217,7 @@ TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
     if (!reply) why = reply.error();
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  Result<std::size_t> r = std::size_t{0};
-  while (!why && std::chrono::steady_clock::now() < until) r = client->progress(100);
+  while (!why && std::chrono::steady_clock::now() < until) (void)client->progress(100);
   ASSERT_TRUE(why.has_value());
   EXPECT_EQ(why->action, Action::reconnect);
   EXPECT_FALSE(client->progress(0).ok()) << "progress() on a lost connection says so";
