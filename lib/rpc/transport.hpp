@@ -55,7 +55,9 @@ class ClientTransport {
   // Sends a call. `on_reply` may run on the transport's own thread, before or
   // after call() returns; the spans in `call` need only live until call() returns.
   virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
-  // Fails every call still pending and stops; no callback runs after it returns.
+  // Fails every call still pending and stops; no callback runs after it
+  // returns, but one a caller-driven progress() on another thread had
+  // already taken.
   virtual void shutdown() = 0;
   // For a transport made without a thread of its own (caller-driven
   // progress): reaps completions, running their reply handlers on the calling

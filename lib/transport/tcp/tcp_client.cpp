@@ -116,12 +116,13 @@ Result<void> TcpClient::absorb() {
 
 void TcpClient::fail_all(const Error& e) {
   Fifo<Absorbed> absorbed;
-  {
-    std::lock_guard lk(recv_mu_);
-    std::swap(absorbed, absorbed_);
-  }
   std::vector<rpc::ReplyHandler> pending;
   {
+    // Both at once, and the end recorded: an absorb() after this takes no
+    // handler out of calls_ into a queue nobody would empty.
+    std::lock_guard rlk(recv_mu_);
+    if (!ended_) ended_ = e;
+    std::swap(absorbed, absorbed_);
     std::lock_guard lk(calls_mu_);
     broken_ = true;
     for (auto& [xid, h] : calls_) pending.push_back(std::move(h));

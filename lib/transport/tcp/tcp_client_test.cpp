@@ -148,6 +148,8 @@ TEST(CallerDrivenTcpClient, ASendThatFindsTheSocketFullTakesTheRepliesMeanwhile)
 TEST(CallerDrivenTcpClient, AConnectionLostWhileASendWaitsKeepsTheRepliesReadMeanwhile) {
   auto l = listen_tcp("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
+  const int small = 64 * 1024;  // inherited by the connection: our 16 MiB cannot fit, whatever the host's defaults
+  ::setsockopt(l->get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   std::thread peer([&] {
     Fd c(::accept(l->get(), nullptr, nullptr));
     RecordReader reader(1u << 20);
