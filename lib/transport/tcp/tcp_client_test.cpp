@@ -97,7 +97,9 @@ TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
     call.message = message;
     client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
       EXPECT_TRUE(reply.ok());
-      if (reply) EXPECT_EQ(reply->size(), 20u);
+      if (reply) {
+        EXPECT_EQ(reply->size(), 20u);
+      }
       elsewhere |= std::this_thread::get_id() != me;
       ++ran;
     });
