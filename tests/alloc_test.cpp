@@ -193,7 +193,7 @@ TEST_P(Allocations, NoneForWritesInTheSteadyState) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Allocations, ::testing::Values(client::Proto::rdma, client::Proto::tcp),
-                         [](const auto& info) { return info.param == client::Proto::rdma ? "rdma" : "tcp"; });
+                         [](const auto& p) { return p.param == client::Proto::rdma ? "rdma" : "tcp"; });
 
 }  // namespace
 }  // namespace nfsrdma::test
