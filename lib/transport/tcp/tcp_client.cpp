@@ -100,16 +100,7 @@ Result<void> TcpClient::absorb() {
     // Kept with its call's handler, taken from calls_: only one reply per
     // call in flight is kept, so a server cannot fill our memory while we
     // wait to send.
-    std::uint32_t xid = 0;
-    rpc::ReplyHandler h;
-    if (rpc::peek_xid(record, xid)) {
-      std::lock_guard clk(calls_mu_);
-      if (auto it = calls_.find(xid); it != calls_.end()) {
-        h = std::move(it->second);
-        calls_.erase(it);
-      }
-    }
-    if (h) absorbed_.emplace_back(Absorbed{std::move(record), std::move(h)});
+    if (auto h = take_handler(record)) absorbed_.emplace_back(Absorbed{std::move(record), std::move(h)});
   }
   return {};
 }
@@ -227,21 +218,22 @@ Result<std::size_t> TcpClient::progress(int timeout_ms) {
   return ran;
 }
 
-void TcpClient::deliver(std::span<const std::uint8_t> reply) {
+rpc::ReplyHandler TcpClient::take_handler(std::span<const std::uint8_t> reply) {
   std::uint32_t xid = 0;
-  if (!rpc::peek_xid(reply, xid)) return;
-  rpc::ReplyHandler h;
-  {
-    std::lock_guard lk(calls_mu_);
-    auto it = calls_.find(xid);
-    if (it == calls_.end()) {
-      spdlog::debug("rpc: reply from {} with unknown xid {:#x} ignored", peer_, xid);
-      return;
-    }
-    h = std::move(it->second);
-    calls_.erase(it);
+  if (!rpc::peek_xid(reply, xid)) return {};
+  std::lock_guard lk(calls_mu_);
+  auto it = calls_.find(xid);
+  if (it == calls_.end()) {
+    spdlog::debug("rpc: reply from {} with unknown xid {:#x} ignored", peer_, xid);
+    return {};
   }
-  h(reply);
+  rpc::ReplyHandler h = std::move(it->second);
+  calls_.erase(it);
+  return h;
+}
+
+void TcpClient::deliver(std::span<const std::uint8_t> reply) {
+  if (auto h = take_handler(reply)) h(reply);
 }
 
 }  // namespace nfsrdma::tcp

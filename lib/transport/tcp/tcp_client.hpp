@@ -63,6 +63,9 @@ class TcpClient final : public rpc::ClientTransport {
   // Caller-driven, while call() waits for room in the socket: waits for room
   // or replies, and queues the replies that came (for calls still pending).
   Result<void> absorb();
+  // The handler of the call `reply` answers, taken from calls_; empty when
+  // that call is not pending (answered, failed, or never made).
+  rpc::ReplyHandler take_handler(std::span<const std::uint8_t> reply);
   void deliver(std::span<const std::uint8_t> reply);  // to the call it answers, if still pending
   // Ends every call: the ones absorb() has replies for with them, the rest with `e`.
   void fail_all(const Error& e);
