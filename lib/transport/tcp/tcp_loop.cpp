@@ -23,6 +23,11 @@ namespace nfsrdma::tcp {
 namespace {
 // What a queued reply costs beyond its bytes (its queue entry and allocation).
 constexpr std::size_t kQueuedOverhead = 64;
+// Replies one sendmsg carries at most (two iovecs each: mark, message).
+constexpr std::size_t kRepliesPerSend = 32;
+// While a connection is corked, replies wait for the batch's end up to this
+// many bytes (then they go at once).
+constexpr std::size_t kCorkedBytes = 256 * 1024;
 
 metrics::Gauge& connections_gauge() {
   static metrics::Gauge& g =
@@ -92,8 +97,32 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     // The call stays in flight, and its reply's bytes held, until the socket took them.
     const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
     held(static_cast<std::int64_t>(queued));
+    out_bytes_ += reply.bytes.size() + 4;
     out_.emplace_back(Pending{record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
-    if (out_.size() == 1) flush_locked();
+    const bool batch_full = out_.size() >= kRepliesPerSend || out_bytes_ >= kCorkedBytes;
+    if (!blocked_ && (!corked_ || batch_full)) flush_locked();
+    update_events_locked();
+  }
+
+  // Loop thread, around the calls of one receive batch: replies made
+  // meanwhile (on the loop, or by a worker) wait in out_, and leave together
+  // in one sendmsg at flush_batch() or uncork(): one syscall and one wake of
+  // the client for the batch, not one per call.
+  void cork() {
+    std::lock_guard lk(mu_);
+    corked_ = true;
+  }
+  void flush_batch() {
+    std::lock_guard lk(mu_);
+    if (closed_ || blocked_ || out_.empty()) return;
+    flush_locked();
+    update_events_locked();
+  }
+  void uncork() {
+    std::lock_guard lk(mu_);
+    corked_ = false;
+    if (closed_ || blocked_ || out_.empty()) return;
+    flush_locked();
     update_events_locked();
   }
 
@@ -171,6 +200,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   bool on_writable() {
     std::lock_guard lk(mu_);
     if (closed_) return false;
+    blocked_ = false;
     bool ok = flush_locked();
     update_events_locked();
     return ok;
@@ -220,12 +250,13 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     held_ = static_cast<std::size_t>(static_cast<std::int64_t>(held_) + delta);
   }
 
-  // Writes what the socket takes. Returns false on a socket error.
+  // Writes what the socket takes; when it takes less, the rest waits for
+  // EPOLLOUT (blocked_). Returns false on a socket error.
   bool flush_locked() {
     while (!out_.empty()) {
-      iovec iov[16];
+      iovec iov[2 * kRepliesPerSend];
       int n = 0;
-      for (auto it = out_.begin(); it != out_.end() && n + 2 <= 16; ++it) {
+      for (auto it = out_.begin(); it != out_.end() && n + 2 <= static_cast<int>(std::size(iov)); ++it) {
         std::size_t skip = it->sent;
         if (skip < 4) {
           iov[n++] = {it->mark.data() + skip, 4 - skip};
@@ -241,7 +272,10 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
       ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
         if (errno == EINTR) continue;
-        if (errno == EAGAIN) return true;
+        if (errno == EAGAIN) {
+          blocked_ = true;
+          return true;
+        }
         NFSRDMA_LOG_LIMITED(info, "tcp: send to {} failed: {}", peer_.describe(), std::strerror(errno));
         close_locked();
         return false;
@@ -253,6 +287,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
         std::size_t rest = 4 + p.bytes.size() - p.sent;
         if (left >= rest) {
           left -= rest;
+          out_bytes_ -= 4 + p.bytes.size();
           held(-static_cast<std::int64_t>(p.held));
           --in_flight_;
           server_.shelf_.give(std::move(p.bytes));
@@ -270,7 +305,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     if (closed_) return;
     std::uint32_t want = 0;
     if (!server_.intake_stopped_.load() && may_read_locked()) want |= EPOLLIN;
-    if (!out_.empty()) want |= EPOLLOUT;
+    if (blocked_) want |= EPOLLOUT;  // corked replies go at uncork(), without it
     if (want == events_) return;
     if ((want & EPOLLIN) && !(events_ & EPOLLIN) && unparsed_) loop_.resume(raw_fd_);
     events_ = want;
@@ -290,6 +325,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     }
     in_flight_ -= out_.size();
     out_.clear();
+    out_bytes_ = 0;
     // Both ways shut: epoll reports a hang-up whatever events are asked for.
     if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
   }
@@ -305,6 +341,9 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   std::shared_ptr<rpc::Admission::Ticket> ticket_;
   RecordReader reader_;
   Fifo<Pending> out_;  // replies not yet taken by the socket, in order
+  std::size_t out_bytes_ = 0;  // their bytes, marks included
+  bool corked_ = false;   // the loop is running a receive batch's calls (cork())
+  bool blocked_ = false;  // the socket took less than offered: the rest goes at EPOLLOUT
   std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
   std::size_t held_ = 0;       // bytes those calls count for (charged to the budget)
   std::size_t record_charged_ = 0;  // reader_'s bytes charged to the budget (loop thread)
@@ -464,6 +503,11 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
     TcpConnection& c;
     ~StepEnd() { c.end_step(); }
   };
+  struct Cork {
+    TcpConnection& c;
+    explicit Cork(TcpConnection& conn) : c(conn) { c.cork(); }
+    ~Cork() { c.uncork(); }
+  } cork{*c};
   for (int round = 0; round < 64; ++round) {
     if (server_.intake_stopped_) return;  // read as intake stopped: nothing more is handed out
     // Resumed or not, nothing is handed out past a limit: the calls' count,
@@ -502,6 +546,9 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       if (!more) return;
       continue;
     }
+    // The received calls are all handed out: their replies go now, before
+    // a recv that may find nothing (a lone call's reply waits for no syscall).
+    c->flush_batch();
     auto buf = reader.buffer();
     ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);
     if (n == 0) {

@@ -2,6 +2,7 @@
 #include "lib/transport/tcp/tcp_server.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +23,21 @@ bool eventually(const std::function<bool()>& done) {
   return done();
 }
 
+// Answers `call` with `size` bytes of `fill`.
+void answer(rpc::IncomingCall& call, std::size_t size, std::uint8_t fill) {
+  rpc::ReplyMessage reply;
+  reply.bytes.assign(size, fill);
+  call.channel->send(std::move(reply));
+}
+
+// Listens on a loopback port, runs `server` on `loop`, and connects to it.
+Result<Fd> start_and_connect(TcpServer& server, std::thread& loop) {
+  auto port = server.add_listener("127.0.0.1", 0, 0);
+  if (!port) return port.error();
+  loop = std::thread([&server] { server.run(); });
+  return connect_tcp("127.0.0.1", *port, false);
+}
+
 // A reply whose send fails (the client reset the connection meanwhile) ends
 // the connection as the client's hang-up would: it leaves the server's table
 // and its admission slot, so neither its memory nor its place is held for
@@ -33,15 +49,10 @@ TEST(TcpServer, AReplyThatCannotBeSentEndsTheConnection) {
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
     called.set_value();
     reset_done.wait();  // on the event loop: it sees nothing until the reply is tried
-    rpc::ReplyMessage reply;
-    reply.bytes.assign(64, 0);
-    call.channel->send(std::move(reply));
+    answer(call, 64, 0);
   });
-  auto port = server.add_listener("127.0.0.1", 0, 0);
-  ASSERT_TRUE(port.ok()) << port.error().describe();
-  std::thread loop([&] { server.run(); });
-
-  auto fd = connect_tcp("127.0.0.1", *port, false);
+  std::thread loop;
+  auto fd = start_and_connect(server, loop);
   ASSERT_TRUE(fd.ok()) << fd.error().describe();
   const std::uint8_t body[8] = {};
   const auto mark = record_mark(sizeof body);
@@ -81,6 +92,39 @@ int reply_from(int fd) {
   return bytes[4];
 }
 
+// The replies to the calls of one received batch wait for the batch's end
+// and leave in one send: one syscall and one wake of the client for the
+// batch, not one per call. While the server runs the batch's calls, the
+// client has received none of their replies (each call's handler looks);
+// then it gets them all, in order.
+TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
+  constexpr int kCalls = 32;
+  std::atomic<int> client_fd{-1};
+  std::atomic<int> calls{0}, saw_replies_early{0};
+  TcpServer server({}, [&](rpc::IncomingCall&& call) {
+    int waiting = 0;
+    if (calls++ > 0 && ::ioctl(client_fd.load(), FIONREAD, &waiting) == 0 && waiting > 0) ++saw_replies_early;
+    answer(call, 8, call.message[0]);
+  });
+  std::thread loop;
+  auto fd = start_and_connect(server, loop);
+  ASSERT_TRUE(fd.ok()) << fd.error().describe();
+  client_fd = fd->get();
+  std::vector<std::uint8_t> batch;
+  for (int i = 0; i < kCalls; ++i) {
+    const auto mark = record_mark(8);
+    batch.insert(batch.end(), mark.begin(), mark.end());
+    batch.push_back(static_cast<std::uint8_t>(i));
+    batch.insert(batch.end(), 7, 0);
+  }
+  ASSERT_EQ(::send(fd->get(), batch.data(), batch.size(), 0), static_cast<ssize_t>(batch.size()));
+  for (int i = 0; i < kCalls; ++i) ASSERT_EQ(reply_from(fd->get()), i);
+  EXPECT_EQ(calls.load(), kCalls);
+  EXPECT_EQ(saw_replies_early.load(), 0) << "replies left one by one while their batch ran";
+  server.stop();
+  loop.join();
+}
+
 // Connections are spread over the loops, one per core by default, and a call
 // that waits on one loop (an inline WRITE throttled by the page cache) holds
 // up only that loop's connections: here the first connection's call waits
@@ -99,9 +143,7 @@ TEST(TcpServer, ACallThatWaitsOnOneLoopHoldsUpNoConnectionOnAnother) {
     } else {
       second_handled.set_value();
     }
-    rpc::ReplyMessage reply;
-    reply.bytes.assign(8, which);
-    call.channel->send(std::move(reply));
+    answer(call, 8, which);
   });
   auto port = server.add_listener("127.0.0.1", 0, 0);
   ASSERT_TRUE(port.ok()) << port.error().describe();
