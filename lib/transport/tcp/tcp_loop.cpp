@@ -99,14 +99,16 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     held(static_cast<std::int64_t>(queued));
     out_bytes_ += reply.bytes.size() + 4;
     out_.emplace_back(Pending{record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
-    const bool batch_full = out_.size() >= kRepliesPerSend || out_bytes_ >= kCorkedBytes;
-    if (!blocked_ && (!corked_ || batch_full)) flush_locked();
+    // Held only when the loop made it while corked: a worker's reply goes
+    // at once, not behind the rest of the loop's batch.
+    const bool hold = corked_ && loop_.on_loop_thread() && out_.size() < kRepliesPerSend && out_bytes_ < kCorkedBytes;
+    if (!blocked_ && !hold) flush_locked();
     update_events_locked();
   }
 
-  // Loop thread, around the calls of one receive batch: replies made
-  // meanwhile (on the loop, or by a worker) wait in out_, and leave together
-  // in one sendmsg at flush_batch() or uncork(): one syscall and one wake of
+  // Loop thread, around the calls of one receive batch: the replies the
+  // loop makes meanwhile (inline calls) wait in out_, and leave together in
+  // one sendmsg at flush_batch() or uncork(): one syscall and one wake of
   // the client for the batch, not one per call.
   void cork() {
     std::lock_guard lk(mu_);

@@ -43,6 +43,7 @@ class TcpLoop {
   // it; `why` is for the log.
   void close_ticket(std::uint64_t id, const char* why);
   void wake();
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   // A connection that stopped reading with bytes already received: the loop
   // parses them when it may read again.
   void resume(int fd);

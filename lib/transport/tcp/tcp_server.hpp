@@ -10,7 +10,9 @@
 // there, and posts the rest to its worker pool).
 // Each call gets its own ReplyChannel; its reply comes back from any thread:
 // send() writes directly when nothing is queued, and queues the rest and arms
-// EPOLLOUT when the socket is full.
+// EPOLLOUT when the socket is full. The replies the loop itself makes for the
+// calls of one received batch (the inline ones) wait for the batch's end and
+// leave in one sendmsg.
 //
 // What one connection may hold is bounded, from a call's arrival until its
 // reply has left the socket: at most max_calls_in_flight calls, and at most

@@ -98,7 +98,7 @@ int reply_from(int fd) {
 // client has received none of their replies (each call's handler looks);
 // then it gets them all, in order.
 TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
-  constexpr int kCalls = 32;
+  constexpr int kCalls = 31;  // fewer than a send's most: they leave at the batch's end
   std::atomic<int> client_fd{-1};
   std::atomic<int> calls{0}, saw_replies_early{0};
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
