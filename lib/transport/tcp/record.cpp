@@ -53,8 +53,9 @@ std::size_t BufferShelf::kept() const {
   return kept_.size() + small_.size();
 }
 
-RecordReader::RecordReader(std::size_t max_record_bytes, BufferShelf* shelf)
-    : max_record_bytes_(max_record_bytes), shelf_(shelf), staged_(new std::uint8_t[kStageBytes]) {}
+RecordReader::RecordReader(std::size_t max_record_bytes, BufferShelf* shelf, std::size_t stage_bytes)
+    : max_record_bytes_(max_record_bytes), shelf_(shelf), stage_bytes_(std::max(stage_bytes, kDirectBytes)),
+      staged_(new std::uint8_t[stage_bytes_]) {}
 
 void RecordReader::grow_record(std::size_t need) {
   if (need <= record_.capacity()) return;
@@ -74,7 +75,7 @@ void RecordReader::grow_record(std::size_t need) {
 std::span<std::uint8_t> RecordReader::buffer() {
   NFSRDMA_CHECK(!complete_);
   // A large fragment with nothing staged: straight into the record.
-  direct_ = in_body_ && !has_unparsed() && fragment_left_ >= kStageBytes;
+  direct_ = in_body_ && !has_unparsed() && fragment_left_ >= kDirectBytes;
   if (direct_) {
     std::size_t want = std::min(fragment_left_, kGrowStep);
     grow_record(record_have_ + want);
@@ -82,13 +83,13 @@ std::span<std::uint8_t> RecordReader::buffer() {
     return {record_.data() + record_have_, want};
   }
   if (!has_unparsed()) staged_at_ = staged_end_ = 0;
-  if (staged_end_ == kStageBytes) {
+  if (staged_end_ == stage_bytes_) {
     // Only parse() leaves bytes behind, after a finished record: move them down.
     std::memmove(staged_.get(), staged_.get() + staged_at_, staged_end_ - staged_at_);
     staged_end_ -= staged_at_;
     staged_at_ = 0;
   }
-  return {staged_.get() + staged_end_, kStageBytes - staged_end_};
+  return {staged_.get() + staged_end_, stage_bytes_ - staged_end_};
 }
 
 void RecordReader::commit(std::size_t n) {

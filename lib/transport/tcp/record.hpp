@@ -62,8 +62,15 @@ class BufferShelf {
 
 class RecordReader {
  public:
+  // A fragment with at least this much left is read straight into its record.
+  static constexpr std::size_t kDirectBytes = 16 * 1024;
+
   // `shelf` (optional) lends the room of records and takes it back.
-  explicit RecordReader(std::size_t max_record_bytes, BufferShelf* shelf = nullptr);
+  // `stage_bytes`: the most one read brings of records smaller than
+  // kDirectBytes (a client reading a batch of 4 KiB replies wants more than
+  // a server reading small calls).
+  explicit RecordReader(std::size_t max_record_bytes, BufferShelf* shelf = nullptr,
+                        std::size_t stage_bytes = kDirectBytes);
 
   // Where to put the next bytes read from the stream (never empty). Not while
   // a record waits for take().
@@ -82,7 +89,6 @@ class RecordReader {
 
  private:
   static constexpr std::size_t kGrowStep = 256 * 1024;
-  static constexpr std::size_t kStageBytes = 16 * 1024;
 
   Result<void> on_header();
   void grow_record(std::size_t need);
@@ -98,6 +104,7 @@ class RecordReader {
   std::size_t fragment_left_ = 0;
   std::size_t record_have_ = 0;  // bytes of `record_` that hold data
   std::vector<std::uint8_t> record_;
+  std::size_t stage_bytes_;
   std::unique_ptr<std::uint8_t[]> staged_;
   std::size_t staged_at_ = 0, staged_end_ = 0;
 };

@@ -170,6 +170,33 @@ TEST(RecordMarking, ManyRecordsInOneRead) {
   EXPECT_EQ((*recs)[49], (Bytes{50, 51, 52}));
 }
 
+// A reader given a larger stage takes a batch of replies smaller than the
+// direct size (15 of 4 KiB) in one read, in order; the default takes 16 KiB.
+TEST(RecordMarking, ALargerStageTakesABatchOfSmallRecordsInOneRead) {
+  Bytes s;
+  for (std::uint8_t i = 0; i < 15; ++i) {
+    const auto mark = record_mark(4096);
+    s.insert(s.end(), mark.begin(), mark.end());
+    s.insert(s.end(), 4096, i);
+  }
+  EXPECT_EQ(RecordReader(1 << 20).buffer().size(), RecordReader::kDirectBytes);
+  RecordReader r(1 << 20, nullptr, 64 * 1024);
+  EXPECT_EQ(r.buffer().size(), 64u * 1024);
+  std::size_t reads = 0;
+  std::vector<Bytes> recs;
+  for (std::size_t at = 0; at < s.size(); ++reads) {
+    auto buf = r.buffer();
+    const std::size_t n = std::min(buf.size(), s.size() - at);
+    std::memcpy(buf.data(), s.data() + at, n);
+    at += n;
+    r.commit(n);
+    for (auto done = r.parse(); done.ok() && *done; done = r.parse()) recs.push_back(r.take());
+  }
+  EXPECT_EQ(reads, 1u);
+  ASSERT_EQ(recs.size(), 15u);
+  for (std::uint8_t i = 0; i < 15; ++i) EXPECT_EQ(recs[i], Bytes(4096, i));
+}
+
 // A large fragment mixing staged and direct reads keeps its bytes in order.
 TEST(RecordMarking, LargeFragmentsAcrossStagedAndDirectReads) {
   Bytes payload(300 * 1024);

@@ -134,6 +134,13 @@ Result<bool> TcpClient::next_record_locked(std::vector<std::uint8_t>& out) {
       out = reader_.take();
       return true;
     }
+    if (drained_) {
+      // The last read took less than there was room for: the socket was
+      // most likely empty then, and a caller-driven client returns (or
+      // waits in poll()) rather than read it again at once for nothing.
+      drained_ = false;
+      return false;
+    }
     auto buf = reader_.buffer();
     ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
@@ -145,15 +152,7 @@ Result<bool> TcpClient::next_record_locked(std::vector<std::uint8_t>& out) {
       return why;
     }
     reader_.commit(static_cast<std::size_t>(n));
-    // Less than there was room for: the socket is most likely drained, and
-    // a caller-driven client waits in poll() rather than asking again.
-    if (options_.caller_progress && static_cast<std::size_t>(n) < buf.size()) {
-      auto more = reader_.parse();
-      if (!more) return more.error();
-      if (!*more) return false;
-      out = reader_.take();
-      return true;
-    }
+    drained_ = options_.caller_progress && static_cast<std::size_t>(n) < buf.size();
   }
 }
 

@@ -74,9 +74,12 @@ class TcpClient final : public rpc::ClientTransport {
   TcpClientOptions options_;
   std::string peer_;
   std::mutex send_mu_;  // ORDER: send_mu_ before recv_mu_ before calls_mu_
-  std::mutex recv_mu_;  // guards the four below
+  std::mutex recv_mu_;  // guards the five below
   BufferShelf shelf_{1, 1};  // one record at a time: its room is kept for the next
-  RecordReader reader_{options_.max_record_bytes, &shelf_};
+  // A read brings up to 64 KiB of small replies: a server answering a batch
+  // of 4 KiB READs sends them together.
+  RecordReader reader_{options_.max_record_bytes, &shelf_, 64 * 1024};
+  bool drained_ = false;  // caller-driven: the last read took less than there was room for
   // Replies absorb() read, each with its call's handler (taken from calls_,
   // so a second reply to it is dropped), for progress().
   struct Absorbed {
