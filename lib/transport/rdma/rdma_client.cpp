@@ -424,7 +424,11 @@ Result<std::size_t> RdmaClient::step(int timeout_ms) {
       for (auto& [h, e] : failed) h(e);
     }
   }
-  if (!why && *n == 0 && ep_->peer_gone()) {
+  // The connection manager's events are read only after a wait that found
+  // nothing (each look is a syscall on the tcp provider: 0.2 a call when a
+  // reaper looked without waiting); a lost connection also flushes the
+  // posted receives with errors.
+  if (!why && *n == 0 && timeout_ms > 0 && ep_->peer_gone()) {
     why = Error{ErrorDomain::rpc, ECONNRESET, Action::reconnect, "rpc: RDMA connection to " + peer_ + " closed"};
   }
   if (!why) return *n;
