@@ -82,6 +82,8 @@ class RecordReader {
   Result<bool> parse();
   // The finished record; call parse() again before reading more.
   std::vector<std::uint8_t> take();
+  // Part of a record has arrived (a header, or a fragment's first bytes).
+  bool in_record() const { return in_body_ || header_have_ > 0 || record_have_ > 0; }
   // Staged bytes not yet parsed (the beginning of the next record).
   bool has_unparsed() const { return staged_end_ > staged_at_; }
   // Memory the record being assembled holds (its room, not just its bytes).

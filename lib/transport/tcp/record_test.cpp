@@ -193,6 +193,14 @@ TEST(RecordMarking, ALargerStageTakesABatchOfSmallRecordsInOneRead) {
     for (auto done = r.parse(); done.ok() && *done; done = r.parse()) recs.push_back(r.take());
   }
   EXPECT_EQ(reads, 1u);
+  EXPECT_FALSE(r.in_record());
+  auto buf = r.buffer();
+  std::memcpy(buf.data(), s.data(), 6);  // a header and 2 bytes of the next
+  r.commit(6);
+  auto partial = r.parse();
+  ASSERT_TRUE(partial.ok());
+  EXPECT_FALSE(*partial);
+  EXPECT_TRUE(r.in_record());
   ASSERT_EQ(recs.size(), 15u);
   for (std::uint8_t i = 0; i < 15; ++i) EXPECT_EQ(recs[i], Bytes(4096, i));
 }

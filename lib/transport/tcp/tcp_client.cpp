@@ -135,11 +135,12 @@ Result<bool> TcpClient::next_record_locked(std::vector<std::uint8_t>& out) {
       return true;
     }
     if (drained_) {
-      // The last read took less than there was room for: the socket was
-      // most likely empty then, and a caller-driven client returns (or
-      // waits in poll()) rather than read it again at once for nothing.
+      // The last read took less than there was room for, and brought
+      // whole records only: the socket was most likely empty then, and a
+      // caller-driven client returns (or waits in poll()) rather than read
+      // it again at once for nothing. Within a large record it reads on.
       drained_ = false;
-      return false;
+      if (!reader_.in_record()) return false;
     }
     auto buf = reader_.buffer();
     ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
