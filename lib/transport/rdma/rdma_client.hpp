@@ -123,6 +123,8 @@ class RdmaClient final : public rpc::ClientTransport {
   // Reaps and handles one batch of completions; an error once the connection
   // broke (every call failed by then).
   Result<std::size_t> step(int timeout_ms);
+  // Whether an empty step() reads the connection manager's events now.
+  bool cm_look_due(int timeout_ms);
   void on_reply(std::size_t slot, std::size_t len);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
@@ -157,6 +159,7 @@ class RdmaClient final : public rpc::ClientTransport {
   std::uint32_t unsignalled_ = 0;
   bool broken_ = false;
   std::atomic<bool> stopping_{false};
+  std::atomic<std::int64_t> last_cm_look_ns_{0};  // steady_ns() of the last peer_gone() look
   std::thread progress_;
 };
 
