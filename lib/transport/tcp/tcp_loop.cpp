@@ -116,16 +116,12 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   }
   void flush_batch() {
     std::lock_guard lk(mu_);
-    if (closed_ || blocked_ || out_.empty()) return;
-    flush_locked();
-    update_events_locked();
+    send_batch_locked();
   }
   void uncork() {
     std::lock_guard lk(mu_);
     corked_ = false;
-    if (closed_ || blocked_ || out_.empty()) return;
-    flush_locked();
-    update_events_locked();
+    send_batch_locked();
   }
 
   void no_reply(std::size_t charge) {
@@ -250,6 +246,13 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     if (delta > 0) server_.budget_->charge(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(delta));
     if (delta < 0) server_.budget_->release(rpc::MemoryBudget::tcp_calls, addr_, static_cast<std::size_t>(-delta));
     held_ = static_cast<std::size_t>(static_cast<std::int64_t>(held_) + delta);
+  }
+
+  // The batch's replies, unless the socket is full (they go at EPOLLOUT).
+  void send_batch_locked() {
+    if (closed_ || blocked_ || out_.empty()) return;
+    flush_locked();
+    update_events_locked();
   }
 
   // Writes what the socket takes; when it takes less, the rest waits for
