@@ -28,8 +28,15 @@ build_siw() {
   v=$(cat "$G/kernel/package-version" 2>/dev/null ||
     apt-cache show "linux-image-$ver" | awk '/^Version:/ && !v {v = $2} END {print v}')
   rm -rf "$src" && mkdir -p "$src/dl" "$src/hdr" "$src/siw"
+  # linux-kbuild's revisions move apart from the image's (the archive kept
+  # 6.1.192-3's alone beside a 6.1.192-2 image): any of the same upstream
+  # version builds modules for it, the image's own revision first.
+  local kb
+  kb=$(apt-cache madison "linux-kbuild-$series" | awk -F' *[|] *' -v v="$v" -v up="${v%-*}-" \
+    '$2 == v {print v; f = 1; exit} index($2, up) == 1 && !k {k = $2} END {if (!f && k) print k}')
+  [ -n "$kb" ] || { echo "no linux-kbuild-$series of ${v%-*}"; return 1; }
   (cd "$src/dl" && apt-get download -qq "linux-source-$series=$v" "linux-headers-$ver=$v" \
-    "linux-headers-$abi-common=$v" "linux-kbuild-$series=$v") || return 1
+    "linux-headers-$abi-common=$v" "linux-kbuild-$series=$kb") || return 1
   local d
   for d in "$src"/dl/linux-headers-*.deb "$src"/dl/linux-kbuild-*.deb; do dpkg -x "$d" "$src/hdr" || return 1; done
   dpkg-deb --fsys-tarfile "$src"/dl/linux-source-*.deb | tar -xO "./usr/src/linux-source-$series.tar.xz" |
