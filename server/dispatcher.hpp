@@ -33,7 +33,7 @@ class Dispatcher {
   // when it cannot block (NULL; GETATTR and ACCESS of a file or directory
   // kept open (NfsService::held_open); LOOKUP in a directory kept open of a
   // name the kernel has cached; READ of a file kept open whose data is in the
-  // page cache; a small WRITE to a file kept open, NfsService::may_write_inline).
+  // page cache, or in memory (tmpfs); a small WRITE to a file kept open, NfsService::may_write_inline).
   // Otherwise returns false with nothing sent and `call` as it was, for
   // handle() on a worker.
   bool handle_inline(rpc::IncomingCall& call);

@@ -1,10 +1,12 @@
 // Calls run on a transport's own thread (Dispatcher::handle_inline): which
-// WRITEs, GETATTRs, ACCESSes and LOOKUPs run there and which are passed to a
-// worker untouched, to run there.
+// READs, WRITEs, GETATTRs, ACCESSes and LOOKUPs run there and which are
+// passed to a worker untouched, to run there.
 // Needs root (file handles); skips otherwise.
 #include <fcntl.h>
 #include <stdlib.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,7 +53,7 @@ class Inline : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (file handles)";
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nfsrdma-inline-XXXXXX").string();
+    std::string tmpl = (base_ / "nfsrdma-inline-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     std::ofstream(dir_ + "/file") << std::string(3 * 4096, 'x');
@@ -122,6 +124,26 @@ class Inline : public ::testing::Test {
     EXPECT_EQ(ch->sent, 1);
     return {ran, decode<Res>(ch->bytes)};
   }
+  struct Read {
+    bool ran = false;
+    nfsstat3 status = NFS3_OK;
+    bool eof = false;
+    std::string data;
+  };
+  Read try_read(std::uint64_t offset, std::uint32_t count) {
+    auto m = encode(Proc::READ, READ3args{file_, offset, count});
+    auto ch = std::make_shared<Channel>();
+    rpc::IncomingCall c = call(m, ch);
+    Read r;
+    r.ran = dispatcher_->handle_inline(c);
+    if (!r.ran) dispatcher_->handle(std::move(c));
+    EXPECT_EQ(ch->sent, 1);
+    auto res = decode<READ3res>(ch->bytes);
+    r.status = res.status;
+    r.eof = res.eof;
+    r.data.assign(res.data.begin(), res.data.end());
+    return r;
+  }
   bool try_write(std::uint64_t offset, std::size_t len, stable_how stable = stable_how::UNSTABLE) {
     data_.assign(len, 'w');
     WRITE3args a{file_, offset, static_cast<std::uint32_t>(len), stable, data_};
@@ -160,6 +182,7 @@ class Inline : public ::testing::Test {
     return resident.at(at / 4096) & 1;
   }
 
+  std::filesystem::path base_ = std::filesystem::temp_directory_path();
   std::string dir_;
   ExportTable table_{SipKey{}};
   DuplicateRequestCache drc_{256};
@@ -180,6 +203,40 @@ TEST_F(Inline, SmallUnstableWritesToAnOpenFileRunInline) {
   ASSERT_EQ(on_disk.size(), 3 * 4096 + 64 * 1024u);
   EXPECT_EQ(on_disk.substr(4096, 4096), std::string(4096, 'w'));
   EXPECT_EQ(on_disk.substr(2 * 4096, 4096), std::string(4096, 'x'));
+}
+
+TEST_F(Inline, ReadsOfAFileKeptOpenRunInline) {
+  EXPECT_FALSE(try_read(0, 4096).ran) << "the worker opens the file";
+  Read r = try_read(4096, 3 * 4096);
+  EXPECT_TRUE(r.ran);
+  EXPECT_EQ(r.status, NFS3_OK);
+  EXPECT_TRUE(r.eof);
+  EXPECT_EQ(r.data, std::string(2 * 4096, 'x'));
+}
+
+// tmpfs refuses RWF_NOWAIT (before Linux 6.6), and its pages are memory:
+// its files are read, and written in part pages, inline as they are.
+class InlineOnTmpfs : public Inline {
+ protected:
+  void SetUp() override {
+    struct statfs fs {};
+    if (::statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) GTEST_SKIP() << "no tmpfs at /dev/shm";
+    base_ = "/dev/shm";
+    Inline::SetUp();
+  }
+};
+
+TEST_F(InlineOnTmpfs, ReadsAndPartPageWritesOfAFileKeptOpenRunInline) {
+  EXPECT_FALSE(try_read(0, 4096).ran) << "the worker opens the file";
+  Read r = try_read(100, 4096);
+  EXPECT_TRUE(r.ran);
+  EXPECT_EQ(r.data, std::string(4096, 'x'));
+  EXPECT_FALSE(r.eof);
+  ASSERT_FALSE(try_write(0, 4096));  // opened for writing
+  EXPECT_TRUE(try_write(2 * 4096 + 100, 100)) << "a part page";
+  r = try_read(2 * 4096, 4096);
+  EXPECT_TRUE(r.ran);
+  EXPECT_EQ(r.data, std::string(100, 'x') + std::string(100, 'w') + std::string(4096 - 200, 'x'));
 }
 
 TEST_F(Inline, WritesThatWaitForTheDiskGoToAWorker) {

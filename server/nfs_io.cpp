@@ -13,7 +13,9 @@
 // into the reply buffer or into the memory the transport lent for an RDMA
 // Write chunk, and those are patched afterwards, with the data's place.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -74,7 +76,9 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     if (!io.valid()) return errno_to_nfsstat3(err);
     o.ex = path.ex;
     o.opts = path.opts;
-    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io)});
+    struct statfs fs {};
+    const bool in_memory = ::fstatfs(io.get(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io), in_memory});
   }
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
@@ -107,9 +111,10 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   if (auto s = io_file(ctx, a.file, false, o, f, st); s != NFS3_OK) return fail(s, nullptr, nullptr);
   const int fd = f->io.get();
   // Inline (ctx.may_block false), only what the page cache holds: EAGAIN
-  // (or a filesystem without RWF_NOWAIT) sends the call to a worker.
+  // (or a filesystem without RWF_NOWAIT) sends the call to a worker. A file
+  // in memory is read as it is: tmpfs would refuse every RWF_NOWAIT.
   auto pread_some = [&](std::uint8_t* dst, std::size_t len, std::uint64_t off) -> ssize_t {
-    if (ctx.may_block) return ::pread(fd, dst, len, static_cast<off_t>(off));
+    if (ctx.may_block || f->in_memory) return ::pread(fd, dst, len, static_cast<off_t>(off));
     iovec v{dst, len};
     ssize_t n = ::preadv2(fd, &v, 1, static_cast<off_t>(off), RWF_NOWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) ctx.would_block = true;
@@ -166,7 +171,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   struct stat st {};
   if (auto s = io_file(ctx, a.file, true, o, f, st); s != NFS3_OK) return s;
   const int fd = f->io.get();
-  if (!ctx.may_block && !may_write_inline(a, o, fd, st)) {
+  if (!ctx.may_block && !may_write_inline(a, o, *f, st)) {
     ctx.would_block = true;
     return NFS3ERR_JUKEBOX;
   }
@@ -221,8 +226,11 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   return NFS3_OK;
 }
 
-bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, int fd, const struct stat& st) const {
+bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, const OpenFiles::File& f,
+                                  const struct stat& st) const {
   if (o.opts->sync && a.stable != stable_how::UNSTABLE) return false;  // a flush waits for the disk
+  if (f.in_memory) return true;
+  const int fd = f.io.get();
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto size = static_cast<std::uint64_t>(st.st_size);
   // A page the file has data in, written in part, must be in the page cache.

@@ -89,7 +89,8 @@ class NfsService {
   nfs3::nfsstat3 do_write(const CallContext&, const nfs3::WRITE3args&, nfs3::WRITE3res&);
   // Whether a WRITE may run on a transport's own thread (CallContext::may_block
   // false): nothing it does waits for the disk. See nfs_io.cpp.
-  bool may_write_inline(const nfs3::WRITE3args& a, const Object& o, int fd, const struct stat& st) const;
+  bool may_write_inline(const nfs3::WRITE3args& a, const Object& o, const OpenFiles::File& f,
+                        const struct stat& st) const;
   nfs3::nfsstat3 do_commit(const CallContext&, const nfs3::COMMIT3args&, nfs3::COMMIT3res&);
   // The regular file `fh` names, open for reading or writing, from files_ or
   // opened and kept there, and `st`, its attributes now. The caller's

@@ -36,6 +36,9 @@ class OpenFiles {
     std::uint32_t export_id = 0;
     Fd path;  // O_PATH
     Fd io;    // O_RDONLY or O_WRONLY, opened as root; none for a directory
+    // tmpfs or ramfs: its pages are memory, so reading them waits for no
+    // disk, but Linux before 6.6 refuses RWF_NOWAIT there (EOPNOTSUPP).
+    bool in_memory = false;
   };
   // What an entry is kept for (the last byte of its key).
   enum class Use : char { read = 'r', write = 'w', dir = 'd' };
