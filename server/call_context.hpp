@@ -16,6 +16,8 @@ struct CallContext {
   // and its reply is thrown away, for a worker to run the call again.
   bool may_block = true;
   mutable bool would_block = false;
+  // Lent by the transport for READ data (rpc::IncomingCall::pipes), or null.
+  PipePool* pipes = nullptr;
 };
 
 }  // namespace nfsrdma::server

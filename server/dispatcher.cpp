@@ -197,7 +197,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     return send();
   }
 
-  CallContext ctx{peer, {}, false, call.secure, may_block};
+  CallContext ctx{peer, {}, false, call.secure, may_block, false, call.pipes};
   if (h->cred.flavor == rpc::AuthFlavor::sys) {
     auto sys = rpc::decode_auth_sys(h->cred.body);
     if (!sys) {
@@ -267,6 +267,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     out.truncate(0);
     reply.payload_offset = reply.payload_length = 0;
     reply.payload_in_area = false;
+    reply.pipe = {};
     rpc::encode_accepted(out, h->xid, stat);
   }
   if (cached) {

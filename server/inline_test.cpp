@@ -35,14 +35,28 @@ class Channel final : public rpc::ReplyChannel {
     a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     peer_.len = sizeof *a;
   }
+  // A piped payload is read back into place, as a TCP client receives it.
   void send(rpc::ReplyMessage&& reply) override {
     ++sent;
     bytes = std::move(reply.bytes);
+    piped = static_cast<bool>(reply.pipe);
+    if (!piped) return;
+    const std::size_t at = bytes.size();
+    bytes.resize(at + xdr::pad4(reply.payload_length));
+    std::size_t got = 0;
+    while (got < reply.payload_length) {
+      ssize_t n = ::read(reply.pipe.read_end(), bytes.data() + at + got, reply.payload_length - got);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    reply.pipe.drained(got);
+    EXPECT_EQ(got, reply.payload_length);
   }
   void drop() override { ++dropped; }
   void close() override {}
   const rpc::Peer& peer() const override { return peer_; }
   int sent = 0, dropped = 0;
+  bool piped = false;
   std::vector<std::uint8_t> bytes;
 
  private:
@@ -126,6 +140,7 @@ class Inline : public ::testing::Test {
   }
   struct Read {
     bool ran = false;
+    bool piped = false;
     nfsstat3 status = NFS3_OK;
     bool eof = false;
     std::string data;
@@ -134,12 +149,14 @@ class Inline : public ::testing::Test {
     auto m = encode(Proc::READ, READ3args{file_, offset, count});
     auto ch = std::make_shared<Channel>();
     rpc::IncomingCall c = call(m, ch);
+    c.pipes = pipes_;
     Read r;
     r.ran = dispatcher_->handle_inline(c);
     if (!r.ran) dispatcher_->handle(std::move(c));
     EXPECT_EQ(ch->sent, 1);
     auto res = decode<READ3res>(ch->bytes);
     r.status = res.status;
+    r.piped = ch->piped;
     r.eof = res.eof;
     r.data.assign(res.data.begin(), res.data.end());
     return r;
@@ -183,6 +200,7 @@ class Inline : public ::testing::Test {
   }
 
   std::filesystem::path base_ = std::filesystem::temp_directory_path();
+  PipePool* pipes_ = nullptr;  // lent to try_read's calls, as TCP does
   std::string dir_;
   ExportTable table_{SipKey{}};
   DuplicateRequestCache drc_{256};
@@ -214,6 +232,31 @@ TEST_F(Inline, ReadsOfAFileKeptOpenRunInline) {
   EXPECT_EQ(r.data, std::string(2 * 4096, 'x'));
 }
 
+// Over a transport that sends pipes (TCP), a READ of 64 KiB or more is
+// spliced from the page cache into one, uncopied, on a worker: splicing may
+// wait for the disk. Less goes as before.
+TEST_F(Inline, LargeReadsGoByPipeFromAWorker) {
+  PipePool pool(4, 1 << 20);
+  pipes_ = &pool;
+  std::string content(256 * 1024, 0);
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>('a' + i % 23);
+  std::ofstream(dir_ + "/file", std::ios::trunc) << content;
+  EXPECT_FALSE(try_read(0, 4096).ran) << "the worker opens the file";
+  Read small = try_read(4096, 4096);
+  EXPECT_TRUE(small.ran);
+  EXPECT_FALSE(small.piped);
+  Read big = try_read(4096 + 3, 128 * 1024);
+  EXPECT_FALSE(big.ran) << "a splice may wait for the disk";
+  EXPECT_TRUE(big.piped);
+  EXPECT_FALSE(big.eof);
+  EXPECT_EQ(big.data, content.substr(4096 + 3, 128 * 1024));
+  Read tail = try_read(200 * 1024 + 1, 128 * 1024);
+  EXPECT_TRUE(tail.piped);
+  EXPECT_TRUE(tail.eof);
+  EXPECT_EQ(tail.data, content.substr(200 * 1024 + 1)) << "short at the end of the file, padded";
+  EXPECT_EQ(pool.lent(), 0u);
+}
+
 // tmpfs refuses RWF_NOWAIT (before Linux 6.6), and its pages are memory:
 // its files are read, and written in part pages, inline as they are.
 class InlineOnTmpfs : public Inline {
@@ -234,6 +277,12 @@ TEST_F(InlineOnTmpfs, ReadsAndPartPageWritesOfAFileKeptOpenRunInline) {
   EXPECT_FALSE(r.eof);
   ASSERT_FALSE(try_write(0, 4096));  // opened for writing
   EXPECT_TRUE(try_write(2 * 4096 + 100, 100)) << "a part page";
+  PipePool pool(1, 1 << 20);
+  pipes_ = &pool;
+  r = try_read(0, 128 * 1024);
+  EXPECT_TRUE(r.ran && r.piped) << "spliced on the transport's thread: memory waits for no disk";
+  EXPECT_EQ(r.data.size(), 3 * 4096u);
+  pipes_ = nullptr;
   r = try_read(2 * 4096, 4096);
   EXPECT_TRUE(r.ran);
   EXPECT_EQ(r.data, std::string(100, 'x') + std::string(100, 'w') + std::string(4096 - 200, 'x'));

@@ -8,10 +8,11 @@
 // checked afterwards: an inline write that took long (dirty-page throttling,
 // a journal commit) sends WRITEs to workers for a while.
 //
-// READ encodes its reply around the data, with one read loop: the result
-// header is written with count and eof left blank, the file is read straight
-// into the reply buffer or into the memory the transport lent for an RDMA
-// Write chunk, and those are patched afterwards, with the data's place.
+// READ encodes its reply around the data: the result header is written
+// with count and eof left blank, the file is read straight into the reply
+// buffer or into the memory the transport lent for an RDMA Write chunk, or
+// spliced into a pipe the transport lent (TCP, large READs), and those are
+// patched afterwards, with the data's place.
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
@@ -31,6 +32,14 @@ namespace nfsrdma::server {
 
 namespace {
 constexpr std::size_t kInlineWriteMax = 64 * 1024;
+// READs this large go by pipe where the transport takes one (ctx.pipes):
+// below it, a copy costs less than the splices.
+constexpr std::uint32_t kSpliceMin = 64 * 1024;
+// A pipe takes a slot per page of the page cache spliced in.
+constexpr std::uint64_t kPage = 4096;
+std::uint64_t pages_spanned(std::uint64_t offset, std::uint64_t count) {
+  return (offset % kPage + count + kPage - 1) / kPage;
+}
 constexpr std::chrono::milliseconds kSlowInlineWrite{2};
 constexpr std::chrono::seconds kInlineWritePause{1};
 
@@ -100,6 +109,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     out.truncate(start);
     reply.payload_in_area = false;
     reply.payload_length = 0;
+    reply.pipe = {};
     READ3res r;
     r.status = s;
     if (o && st) r.file_attributes = to_fattr3(*st, *o->ex);
@@ -121,12 +131,47 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     return n;
   };
   const std::uint32_t count = std::min(a.count, limits_.rtmax);
+  // Into a pipe the transport lent, when it sends pipes and the data is
+  // large: spliced from the page cache, never copied. Splicing from a file
+  // may wait for the disk (it has no RWF_NOWAIT), so on a transport's
+  // thread only from memory; other such READs go to a worker.
+  const bool to_pipe = ctx.pipes && count >= kSpliceMin && reply.area.size() < count &&
+                       pages_spanned(a.offset, count) * kPage <= ctx.pipes->capacity();
+  if (to_pipe && !ctx.may_block && !f->in_memory) {
+    ctx.would_block = true;
+    return fail(NFS3ERR_JUKEBOX, nullptr, nullptr);
+  }
+  PipePool::Pipe pipe = to_pipe ? ctx.pipes->take() : PipePool::Pipe();
   out.enumeration(NFS3_OK);
   post_op_attr attrs = to_fattr3(st, *o.ex);
   xdr::xdr_optional(out, attrs);
   const std::size_t count_at = out.size();
   out.u32(0);          // count
   out.boolean(false);  // eof
+  if (pipe) {
+    // A full pipe ends it early: a short READ, which the client continues.
+    loff_t off = static_cast<loff_t>(a.offset);
+    std::size_t got = 0;
+    while (got < count) {
+      ssize_t n = ::splice(fd, &off, pipe.write_end(), nullptr, count - got, SPLICE_F_NONBLOCK);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN && got > 0) break;
+      if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+      pipe.filled(static_cast<std::size_t>(n));
+    }
+    out.patch_u32(count_at, static_cast<std::uint32_t>(got));
+    out.patch_u32(count_at + 4, a.offset + got >= static_cast<std::uint64_t>(st.st_size) ? 1 : 0);
+    out.u32(static_cast<std::uint32_t>(got));  // the reply ends at the data's length word
+    reply.payload_offset = out.size();
+    reply.payload_length = got;
+    reply.payload_in_area = false;
+    reply.pipe = std::move(pipe);
+    io_bytes(false).inc(got);
+    o.ex->read_bytes->inc(got);
+    return;
+  }
   // Into the registered memory a transport lent, when it did: the reply goes
   // reduced (it ends at the data's length word) and the data by RDMA Write
   // from where it landed. Else into the reply itself.

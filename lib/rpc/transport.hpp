@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/base/pipe_pool.hpp"
 #include "lib/base/result.hpp"
 
 namespace nfsrdma::rpc {
@@ -97,13 +98,17 @@ struct ReplyMessage {
   std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded (see IncomingCall::reply_buffer)
   // The DDP-eligible item (READ data): at `payload_offset` of `bytes`, or, when
   // `payload_in_area`, at the start of `area` with `bytes` reduced as on the
-  // wire (it ends at the item's length word). Length 0: none.
+  // wire (it ends at the item's length word), or, when `pipe` is lent, in
+  // the pipe with `bytes` reduced likewise. Length 0: none.
   std::size_t payload_offset = 0;
   std::size_t payload_length = 0;
   // Registered memory the transport lends for the DDP-eligible item (RDMA,
   // when the client offered a Write chunk): filling it saves the copies.
   std::span<std::uint8_t> area;
   bool payload_in_area = false;
+  // Holds the item when the transport lent pipes (IncomingCall::pipes, TCP):
+  // file data spliced in, sent by splicing it into the socket, uncopied.
+  PipePool::Pipe pipe;
 };
 
 // The way back to the client that sent a call. Every call handed to a
@@ -132,6 +137,8 @@ struct IncomingCall {
   bool rdma = false;  // arrived over RPC-over-RDMA
   // See ReplyMessage::area; empty when the transport has none to lend.
   std::span<std::uint8_t> reply_area;
+  // See ReplyMessage::pipe; null when the transport sends no pipes.
+  PipePool* pipes = nullptr;
   // An opaque's body carried outside `message` (an RPC-over-RDMA Read chunk,
   // so WRITE data is not copied): see xdr::Decoder::place. Valid until the
   // reply is sent or the call dropped.

@@ -1,6 +1,7 @@
 #include "lib/transport/tcp/tcp_loop.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -17,13 +18,15 @@
 #include "lib/base/metrics.hpp"
 #include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/tcp_server.hpp"
+#include "lib/xdr/xdr.hpp"
 
 namespace nfsrdma::tcp {
 
 namespace {
 // What a queued reply costs beyond its bytes (its queue entry and allocation).
 constexpr std::size_t kQueuedOverhead = 64;
-// Replies one sendmsg carries at most (two iovecs each: mark, message).
+// Replies one sendmsg carries at most (up to three iovecs each: mark,
+// message, a piped payload's padding).
 constexpr std::size_t kRepliesPerSend = 32;
 // While a connection is corked, replies wait for the batch's end up to this
 // many bytes (then they go at once).
@@ -94,11 +97,18 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
       --in_flight_;
       return;
     }
-    // The call stays in flight, and its reply's bytes held, until the socket took them.
-    const std::size_t queued = reply.bytes.size() + 4 + kQueuedOverhead;
-    held(static_cast<std::int64_t>(queued));
-    out_bytes_ += reply.bytes.size() + 4;
-    out_.emplace_back(Pending{record_mark(static_cast<std::uint32_t>(reply.bytes.size())), std::move(reply.bytes), 0, queued});
+    // The call stays in flight, and its reply's bytes held (a pipe's pages
+    // too), until the socket took them.
+    Pending p;
+    p.piped = reply.pipe ? reply.payload_length : 0;
+    p.pad = xdr::pad4(p.piped) - p.piped;
+    p.mark = record_mark(static_cast<std::uint32_t>(reply.bytes.size() + p.piped + p.pad));
+    p.bytes = std::move(reply.bytes);
+    p.pipe = std::move(reply.pipe);
+    p.held = p.size() + kQueuedOverhead;
+    held(static_cast<std::int64_t>(p.held));
+    out_bytes_ += p.size();
+    out_.emplace_back(std::move(p));
     // Held only when the loop made it while corked: a worker's reply goes
     // at once, not behind the rest of the loop's batch.
     const bool hold = corked_ && loop_.on_loop_thread() && out_.size() < kRepliesPerSend && out_bytes_ < kCorkedBytes;
@@ -220,11 +230,20 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   }
 
  private:
+  // A reply on the wire: its record mark, `bytes`, then (when piped) the
+  // payload in `pipe` and its XDR padding.
   struct Pending {
     std::array<std::uint8_t, 4> mark;
     std::vector<std::uint8_t> bytes;
-    std::size_t sent;  // counts the mark's 4 bytes first
-    std::size_t held;  // what it counts in held_
+    PipePool::Pipe pipe;
+    std::size_t piped = 0;  // the payload's length in `pipe`
+    std::size_t pad = 0;
+    std::size_t sent = 0;  // counts the mark's 4 bytes first
+    std::size_t held = 0;  // what it counts in held_
+    std::size_t size() const { return 4 + bytes.size() + piped + pad; }
+    // Where the pipe's part starts and ends.
+    std::size_t pipe_from() const { return 4 + bytes.size(); }
+    std::size_t pipe_to() const { return pipe_from() + piped; }
   };
 
   bool may_read_locked() const {
@@ -256,54 +275,86 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   }
 
   // Writes what the socket takes; when it takes less, the rest waits for
-  // EPOLLOUT (blocked_). Returns false on a socket error.
+  // EPOLLOUT (blocked_). Returns false on a socket error. Bytes go by
+  // sendmsg, as many replies as fit one; a pipe's part by splice.
   bool flush_locked() {
+    static constexpr std::uint8_t kZeros[4] = {};
     while (!out_.empty()) {
-      iovec iov[2 * kRepliesPerSend];
-      int n = 0;
-      for (auto it = out_.begin(); it != out_.end() && n + 2 <= static_cast<int>(std::size(iov)); ++it) {
-        std::size_t skip = it->sent;
-        if (skip < 4) {
-          iov[n++] = {it->mark.data() + skip, 4 - skip};
-          skip = 0;
-        } else {
-          skip -= 4;
+      Pending& front = out_.front();
+      if (front.piped > 0 && front.sent >= front.pipe_from() && front.sent < front.pipe_to()) {
+        ssize_t w = ::splice(front.pipe.read_end(), nullptr, fd_.get(), nullptr, front.pipe_to() - front.sent,
+                             SPLICE_F_NONBLOCK | (front.pad > 0 || out_.size() > 1 ? SPLICE_F_MORE : 0));
+        if (Sent r = sent(w); r != Sent::took) {
+          if (r == Sent::retry) continue;
+          return !closed_;
         }
-        if (skip < it->bytes.size()) iov[n++] = {it->bytes.data() + skip, it->bytes.size() - skip};
+        front.pipe.drained(static_cast<std::size_t>(w));
+        advance(static_cast<std::size_t>(w));
+        continue;
+      }
+      iovec iov[3 * kRepliesPerSend];
+      int n = 0;
+      bool pipe_next = false;
+      for (auto it = out_.begin(); it != out_.end() && n + 3 <= static_cast<int>(std::size(iov)); ++it) {
+        const std::size_t at = it->sent;
+        if (at < 4) iov[n++] = {it->mark.data() + at, 4 - at};
+        const std::size_t b = at > 4 ? at - 4 : 0;
+        if (b < it->bytes.size()) iov[n++] = {it->bytes.data() + b, it->bytes.size() - b};
+        if (it->piped > 0 && at < it->pipe_to()) {
+          pipe_next = true;  // the payload goes by splice, after these
+          break;
+        }
+        const std::size_t padded = std::max(at, it->pipe_to()) - it->pipe_to();
+        if (padded < it->pad) iov[n++] = {const_cast<std::uint8_t*>(kZeros), it->pad - padded};
       }
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = static_cast<std::size_t>(n);
-      ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN) {
-          blocked_ = true;
-          return true;
-        }
-        NFSRDMA_LOG_LIMITED(info, "tcp: send to {} failed: {}", peer_.describe(), std::strerror(errno));
-        close_locked();
-        return false;
+      ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT | (pipe_next ? MSG_MORE : 0));
+      if (Sent r = sent(w); r != Sent::took) {
+        if (r == Sent::retry) continue;
+        return !closed_;
       }
-      ticket_->touch();
-      auto left = static_cast<std::size_t>(w);
-      while (left > 0 && !out_.empty()) {
-        Pending& p = out_.front();
-        std::size_t rest = 4 + p.bytes.size() - p.sent;
-        if (left >= rest) {
-          left -= rest;
-          out_bytes_ -= 4 + p.bytes.size();
-          held(-static_cast<std::int64_t>(p.held));
-          --in_flight_;
-          server_.shelf_.give(std::move(p.bytes));
-          out_.pop_front();
-        } else {
-          p.sent += left;
-          left = 0;
-        }
-      }
+      advance(static_cast<std::size_t>(w));
     }
     return true;
+  }
+
+  // After a send or splice: whether it took bytes (took), was interrupted
+  // (retry), or did not: the socket is full (blocked_) or failed (the
+  // connection closes).
+  enum class Sent { took, retry, stop };
+  Sent sent(ssize_t w) {
+    if (w > 0) {
+      ticket_->touch();
+      return Sent::took;
+    }
+    if (w < 0 && errno == EINTR) return Sent::retry;
+    if (w < 0 && errno == EAGAIN) {
+      blocked_ = true;
+      return Sent::stop;
+    }
+    NFSRDMA_LOG_LIMITED(info, "tcp: send to {} failed: {}", peer_.describe(), w < 0 ? std::strerror(errno) : "nothing taken");
+    close_locked();
+    return Sent::stop;
+  }
+
+  // `n` bytes of the queue went: the replies they finish end their calls.
+  void advance(std::size_t n) {
+    while (n > 0 && !out_.empty()) {
+      Pending& p = out_.front();
+      const std::size_t rest = p.size() - p.sent;
+      if (n < rest) {
+        p.sent += n;
+        return;
+      }
+      n -= rest;
+      out_bytes_ -= p.size();
+      held(-static_cast<std::int64_t>(p.held));
+      --in_flight_;
+      server_.shelf_.give(std::move(p.bytes));
+      out_.pop_front();
+    }
   }
 
   void update_events_locked() {
@@ -544,6 +595,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
         call.reply_buffer.reserve(bound);
       }
       call.message = channel->message();
+      call.pipes = &server_.pipes_;
       call.channel = std::move(channel);
       call.listener = c->tag();
       call.secure = c->secure();

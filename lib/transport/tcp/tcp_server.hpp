@@ -106,6 +106,9 @@ class TcpServer {
   BufferShelf shelf_{options_.kept_buffers, options_.kept_small_buffers};  // ORDER: before the connections that give to it
   // Each call's ReplyChannel, freed from any thread: its memory is kept for the next.
   std::pmr::synchronized_pool_resource channels_;  // ORDER: before the connections
+  // For READ data spliced from the page cache (rpc::ReplyMessage::pipe): 1
+  // MiB at any offset fits one; 64 lent at once, then replies copy.
+  PipePool pipes_{64, 2 << 20};  // ORDER: before the connections whose replies hold them
   rpc::CallHandler handler_;
   rpc::Admission admission_;
   std::unique_ptr<rpc::MemoryBudget> own_budget_;

@@ -125,6 +125,76 @@ TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
   loop.join();
 }
 
+// A reply whose payload is in a pipe (READ data spliced from a file) goes
+// as one record: its bytes, the pipe's contents, their XDR padding, and the
+// next reply after it. Payloads more than the socket takes at once (several
+// MiB unread) go in parts, the rest at EPOLLOUT. The pipes go back to the
+// pool, empty.
+TEST(TcpServer, APipedPayloadFollowsItsReplysBytesInOneRecord) {
+  constexpr int kPiped = 6;
+  std::atomic<PipePool*> pipes{nullptr};
+  std::atomic<std::size_t> payload_length{0};
+  auto pattern = [](int id, std::size_t i) { return static_cast<std::uint8_t>(i * 7 + static_cast<std::size_t>(id)); };
+  TcpServer server({}, [&](rpc::IncomingCall&& call) {
+    rpc::ReplyMessage reply;
+    const int id = call.message[0];
+    reply.bytes.assign(8, static_cast<std::uint8_t>(id));
+    if (id <= kPiped) {
+      pipes = call.pipes;
+      ASSERT_NE(call.pipes, nullptr);
+      reply.pipe = call.pipes->take();
+      ASSERT_TRUE(reply.pipe);
+      payload_length = call.pipes->capacity() - 1;  // odd: one byte of padding
+      std::vector<std::uint8_t> data(payload_length);
+      for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(id, i);
+      std::size_t put = 0;
+      while (put < data.size()) {
+        ssize_t n = ::write(reply.pipe.write_end(), data.data() + put, data.size() - put);
+        ASSERT_GT(n, 0);
+        put += static_cast<std::size_t>(n);
+      }
+      reply.pipe.filled(put);
+      reply.payload_offset = reply.bytes.size();
+      reply.payload_length = put;
+    }
+    call.channel->send(std::move(reply));
+  });
+  std::thread loop;
+  auto fd = start_and_connect(server, loop);
+  ASSERT_TRUE(fd.ok()) << fd.error().describe();
+  for (int id = 1; id <= kPiped + 1; ++id) send_record(fd->get(), static_cast<std::uint8_t>(id));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the socket fills: the rest waits for EPOLLOUT
+  auto read_exactly = [&](std::size_t n) {
+    std::vector<std::uint8_t> out(n);
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::recv(fd->get(), out.data() + got, n - got, 0);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    out.resize(got);
+    return out;
+  };
+  for (int id = 1; id <= kPiped; ++id) {
+    auto mark = read_exactly(4);
+    ASSERT_EQ(mark.size(), 4u);
+    const std::uint32_t length = (std::uint32_t{mark[0]} << 24 | std::uint32_t{mark[1]} << 16 |
+                                  std::uint32_t{mark[2]} << 8 | mark[3]) & 0x7fffffff;
+    ASSERT_EQ(length, 8 + payload_length + 1);
+    auto record = read_exactly(length);
+    ASSERT_EQ(record.size(), length);
+    EXPECT_EQ(std::vector<std::uint8_t>(record.begin(), record.begin() + 8), std::vector<std::uint8_t>(8, id));
+    bool same = true;
+    for (std::size_t i = 0; i < payload_length; ++i) same = same && record[8 + i] == pattern(id, i);
+    EXPECT_TRUE(same) << "reply " << id << ": the payload arrived changed";
+    EXPECT_EQ(record.back(), 0) << "padding";
+  }
+  EXPECT_EQ(reply_from(fd->get()), kPiped + 1) << "the next reply, after the piped ones";
+  EXPECT_TRUE(eventually([&] { return pipes.load()->lent() == 0; }));
+  server.stop();
+  loop.join();
+}
+
 // Connections are spread over the loops, one per core by default, and a call
 // that waits on one loop (an inline WRITE throttled by the page cache) holds
 // up only that loop's connections: here the first connection's call waits
