@@ -40,6 +40,22 @@ constexpr std::uint64_t kPage = 4096;
 std::uint64_t pages_spanned(std::uint64_t offset, std::uint64_t count) {
   return (offset % kPage + count + kPage - 1) / kPage;
 }
+
+// Splices up to `count` bytes of `fd` at `offset` into `pipe`, to the end of
+// the file or until the pipe is full (a short READ, which the client
+// continues). Returns 0, or the errno of a failure before any byte moved
+// (after some, it stops there).
+int splice_in(int fd, std::uint64_t offset, std::size_t count, PipePool::Pipe& pipe) {
+  auto off = static_cast<loff_t>(offset);
+  while (pipe.held() < count) {
+    ssize_t n = ::splice(fd, &off, pipe.write_end(), nullptr, count - pipe.held(), SPLICE_F_NONBLOCK);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return pipe.held() > 0 ? 0 : errno;
+    if (n == 0) break;
+    pipe.filled(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
 constexpr std::chrono::milliseconds kSlowInlineWrite{2};
 constexpr std::chrono::seconds kInlineWritePause{1};
 
@@ -131,12 +147,15 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     return n;
   };
   const std::uint32_t count = std::min(a.count, limits_.rtmax);
-  // Into a pipe the transport lent, when it sends pipes and the data is
-  // large: spliced from the page cache, never copied. Splicing from a file
-  // may wait for the disk (it has no RWF_NOWAIT), so on a transport's
-  // thread only from memory; other such READs go to a worker.
-  const bool to_pipe = ctx.pipes && count >= kSpliceMin && reply.area.size() < count &&
-                       pages_spanned(a.offset, count) * kPage <= ctx.pipes->capacity();
+  // Into a pipe the transport lent, when it sends pipes and the file has
+  // much to give there: spliced from the page cache, never copied.
+  // Splicing from a file may wait for the disk (it has no RWF_NOWAIT), so
+  // on a transport's thread only from memory; other such READs go to a
+  // worker. A file that cannot be spliced is copied.
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const std::uint64_t there = a.offset < size ? std::min<std::uint64_t>(count, size - a.offset) : 0;
+  const bool to_pipe = ctx.pipes && there >= kSpliceMin && reply.area.size() < count &&
+                       pages_spanned(a.offset, there) * kPage <= ctx.pipes->capacity();
   if (to_pipe && !ctx.may_block && !f->in_memory) {
     ctx.would_block = true;
     return fail(NFS3ERR_JUKEBOX, nullptr, nullptr);
@@ -149,28 +168,22 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   out.u32(0);          // count
   out.boolean(false);  // eof
   if (pipe) {
-    // A full pipe ends it early: a short READ, which the client continues.
-    loff_t off = static_cast<loff_t>(a.offset);
-    std::size_t got = 0;
-    while (got < count) {
-      ssize_t n = ::splice(fd, &off, pipe.write_end(), nullptr, count - got, SPLICE_F_NONBLOCK);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN && got > 0) break;
-      if (n < 0) return fail(errno_to_nfsstat3(errno), &o, &st);
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
-      pipe.filled(static_cast<std::size_t>(n));
+    if (int err = splice_in(fd, a.offset, count, pipe); err == 0) {
+      const std::size_t got = pipe.held();
+      out.patch_u32(count_at, static_cast<std::uint32_t>(got));
+      out.patch_u32(count_at + 4, a.offset + got >= size ? 1 : 0);
+      out.u32(static_cast<std::uint32_t>(got));  // the reply ends at the data's length word
+      reply.payload_offset = out.size();
+      reply.payload_length = got;
+      reply.payload_in_area = false;
+      reply.pipe = std::move(pipe);
+      io_bytes(false).inc(got);
+      o.ex->read_bytes->inc(got);
+      return;
+    } else if (err != EINVAL && err != EOPNOTSUPP && err != ENOSYS) {
+      return fail(errno_to_nfsstat3(err), &o, &st);
     }
-    out.patch_u32(count_at, static_cast<std::uint32_t>(got));
-    out.patch_u32(count_at + 4, a.offset + got >= static_cast<std::uint64_t>(st.st_size) ? 1 : 0);
-    out.u32(static_cast<std::uint32_t>(got));  // the reply ends at the data's length word
-    reply.payload_offset = out.size();
-    reply.payload_length = got;
-    reply.payload_in_area = false;
-    reply.pipe = std::move(pipe);
-    io_bytes(false).inc(got);
-    o.ex->read_bytes->inc(got);
-    return;
+    pipe = {};  // a filesystem without splice: copied below
   }
   // Into the registered memory a transport lent, when it did: the reply goes
   // reduced (it ends at the data's length word) and the data by RDMA Write

@@ -31,6 +31,11 @@ constexpr std::size_t kRepliesPerSend = 32;
 // While a connection is corked, replies wait for the batch's end up to this
 // many bytes (then they go at once).
 constexpr std::size_t kCorkedBytes = 256 * 1024;
+// Piped replies one connection holds queued at most before its calls stop
+// being lent pipes; a head of a piped reply above this room moves to a
+// buffer of its size.
+constexpr unsigned kPipesPerConnection = 4;
+constexpr std::size_t kSmallHead = 4096;
 
 metrics::Gauge& connections_gauge() {
   static metrics::Gauge& g =
@@ -100,10 +105,21 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     // The call stays in flight, and its reply's bytes held (a pipe's pages
     // too), until the socket took them.
     Pending p;
-    p.piped = reply.pipe ? reply.payload_length : 0;
+    if (reply.pipe) {
+      NFSRDMA_CHECK(reply.pipe.held() == reply.payload_length);
+      p.piped = reply.pipe.held();
+      ++piped_;
+      // The reply's room was sized for the data: it goes back, and the
+      // head waits in a small buffer.
+      if (reply.bytes.capacity() > kSmallHead) {
+        p.bytes = server_.shelf_.take(reply.bytes.size());
+        p.bytes.assign(reply.bytes.begin(), reply.bytes.end());
+        server_.shelf_.give(std::move(reply.bytes));
+      }
+    }
+    if (p.bytes.empty()) p.bytes = std::move(reply.bytes);
     p.pad = xdr::pad4(p.piped) - p.piped;
-    p.mark = record_mark(static_cast<std::uint32_t>(reply.bytes.size() + p.piped + p.pad));
-    p.bytes = std::move(reply.bytes);
+    p.mark = record_mark(static_cast<std::uint32_t>(p.bytes.size() + p.piped + p.pad));
     p.pipe = std::move(reply.pipe);
     p.held = p.size() + kQueuedOverhead;
     held(static_cast<std::int64_t>(p.held));
@@ -160,6 +176,12 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   }
 
   const rpc::Peer& peer() const { return peer_; }
+
+  // Whether the connection's calls may take pipes (rpc::IncomingCall::pipes):
+  // a client that does not read its replies holds a few of the server's
+  // pipes, not all (the rest of its READs are copied, and bounded by its
+  // held bytes).
+  bool may_take_pipes() const { return piped_.load(std::memory_order_relaxed) < kPipesPerConnection; }
 
   // ---- loop thread ----
 
@@ -349,6 +371,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
         return;
       }
       n -= rest;
+      if (p.piped > 0) --piped_;
       out_bytes_ -= p.size();
       held(-static_cast<std::int64_t>(p.held));
       --in_flight_;
@@ -381,6 +404,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     }
     in_flight_ -= out_.size();
     out_.clear();
+    piped_ = 0;
     out_bytes_ = 0;
     // Both ways shut: epoll reports a hang-up whatever events are asked for.
     if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
@@ -398,6 +422,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
   RecordReader reader_;
   Fifo<Pending> out_;  // replies not yet taken by the socket, in order
   std::size_t out_bytes_ = 0;  // their bytes, marks included
+  std::atomic<unsigned> piped_{0};  // queued replies with a pipe (read without mu_: may_take_pipes)
   bool corked_ = false;   // the loop is running a receive batch's calls (cork())
   bool blocked_ = false;  // the socket took less than offered: the rest goes at EPOLLOUT
   std::size_t in_flight_ = 0;  // calls handed out whose reply has not left
@@ -595,7 +620,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
         call.reply_buffer.reserve(bound);
       }
       call.message = channel->message();
-      call.pipes = &server_.pipes_;
+      if (c->may_take_pipes()) call.pipes = &server_.pipes_;
       call.channel = std::move(channel);
       call.listener = c->tag();
       call.secure = c->secure();

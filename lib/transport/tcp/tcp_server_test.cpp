@@ -1,6 +1,7 @@
 // TcpServer against a peer that misbehaves in ways a test can time exactly.
 #include "lib/transport/tcp/tcp_server.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -128,54 +129,73 @@ TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
 // A reply whose payload is in a pipe (READ data spliced from a file) goes
 // as one record: its bytes, the pipe's contents, their XDR padding, and the
 // next reply after it. Payloads more than the socket takes at once (several
-// MiB unread) go in parts, the rest at EPOLLOUT. The pipes go back to the
-// pool, empty.
+// MiB unread, into a small receive window) go in parts, the rest at
+// EPOLLOUT. A connection that does not read holds 4 pipes at most (its
+// other calls get none and copy); the pipes go back to the pool, empty.
 TEST(TcpServer, APipedPayloadFollowsItsReplysBytesInOneRecord) {
-  constexpr int kPiped = 6;
-  std::atomic<PipePool*> pipes{nullptr};
-  std::atomic<std::size_t> payload_length{0};
+  constexpr int kCalls = 12;
+  std::atomic<PipePool*> pool{nullptr};
+  std::atomic<std::size_t> payload_length{0}, most_lent{0};
+  std::atomic<int> piped{0};
   auto pattern = [](int id, std::size_t i) { return static_cast<std::uint8_t>(i * 7 + static_cast<std::size_t>(id)); };
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
     rpc::ReplyMessage reply;
     const int id = call.message[0];
     reply.bytes.assign(8, static_cast<std::uint8_t>(id));
-    if (id <= kPiped) {
-      pipes = call.pipes;
-      ASSERT_NE(call.pipes, nullptr);
-      reply.pipe = call.pipes->take();
-      ASSERT_TRUE(reply.pipe);
-      payload_length = call.pipes->capacity() - 1;  // odd: one byte of padding
+    if (id <= kCalls) {
+      if (call.pipes) pool = call.pipes;
+      PipePool* p = pool.load();
+      payload_length = p ? p->capacity() - 1 : 0;  // odd: one byte of padding
       std::vector<std::uint8_t> data(payload_length);
       for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(id, i);
-      std::size_t put = 0;
-      while (put < data.size()) {
-        ssize_t n = ::write(reply.pipe.write_end(), data.data() + put, data.size() - put);
-        ASSERT_GT(n, 0);
-        put += static_cast<std::size_t>(n);
+      if (call.pipes) reply.pipe = call.pipes->take();
+      if (reply.pipe) {
+        ++piped;
+        most_lent = std::max(most_lent.load(), call.pipes->lent());
+        std::size_t put = 0;
+        while (put < data.size()) {
+          ssize_t n = ::write(reply.pipe.write_end(), data.data() + put, data.size() - put);
+          if (n <= 0) break;
+          put += static_cast<std::size_t>(n);
+        }
+        reply.pipe.filled(put);
+        reply.payload_length = put;
+      } else {  // copied, as a READ with no pipe lent is
+        reply.bytes.insert(reply.bytes.end(), data.begin(), data.end());
+        reply.bytes.push_back(0);
+        reply.payload_length = data.size();
       }
-      reply.pipe.filled(put);
-      reply.payload_offset = reply.bytes.size();
-      reply.payload_length = put;
+      reply.payload_offset = 8;
     }
     call.channel->send(std::move(reply));
   });
-  std::thread loop;
-  auto fd = start_and_connect(server, loop);
-  ASSERT_TRUE(fd.ok()) << fd.error().describe();
-  for (int id = 1; id <= kPiped + 1; ++id) send_record(fd->get(), static_cast<std::uint8_t>(id));
+  auto port = server.add_listener("127.0.0.1", 0, 0);
+  ASSERT_TRUE(port.ok()) << port.error().describe();
+  std::thread loop([&server] { server.run(); });
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int window = 16 * 1024;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &window, sizeof window);
+  timeval wait{5, 0};  // a reply that never comes fails the test, not hangs it
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(*port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to), 0);
+  for (int id = 1; id <= kCalls + 1; ++id) send_record(fd.get(), static_cast<std::uint8_t>(id));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the socket fills: the rest waits for EPOLLOUT
   auto read_exactly = [&](std::size_t n) {
     std::vector<std::uint8_t> out(n);
     std::size_t got = 0;
     while (got < n) {
-      const ssize_t r = ::recv(fd->get(), out.data() + got, n - got, 0);
+      const ssize_t r = ::recv(fd.get(), out.data() + got, n - got, 0);
       if (r <= 0) break;
       got += static_cast<std::size_t>(r);
     }
     out.resize(got);
     return out;
   };
-  for (int id = 1; id <= kPiped; ++id) {
+  for (int id = 1; id <= kCalls; ++id) {
     auto mark = read_exactly(4);
     ASSERT_EQ(mark.size(), 4u);
     const std::uint32_t length = (std::uint32_t{mark[0]} << 24 | std::uint32_t{mark[1]} << 16 |
@@ -189,8 +209,10 @@ TEST(TcpServer, APipedPayloadFollowsItsReplysBytesInOneRecord) {
     EXPECT_TRUE(same) << "reply " << id << ": the payload arrived changed";
     EXPECT_EQ(record.back(), 0) << "padding";
   }
-  EXPECT_EQ(reply_from(fd->get()), kPiped + 1) << "the next reply, after the piped ones";
-  EXPECT_TRUE(eventually([&] { return pipes.load()->lent() == 0; }));
+  EXPECT_EQ(reply_from(fd.get()), kCalls + 1) << "the next reply, after the piped ones";
+  EXPECT_GE(piped.load(), 1);
+  EXPECT_LE(most_lent.load(), 4u) << "one connection held more of the server's pipes than its share";
+  EXPECT_TRUE(eventually([&] { return pool.load()->lent() == 0; }));
   server.stop();
   loop.join();
 }
