@@ -265,7 +265,8 @@ TEST_F(Inline, LargeReadsGoByPipeFromAWorker) {
 }
 
 // tmpfs refuses RWF_NOWAIT (before Linux 6.6), and its pages are memory:
-// its files are read, and written in part pages, inline as they are.
+// its files are read, and written in part pages or with a flush (which
+// does nothing there), inline as they are.
 class InlineOnTmpfs : public Inline {
  protected:
   void SetUp() override {
@@ -284,6 +285,7 @@ TEST_F(InlineOnTmpfs, ReadsAndPartPageWritesOfAFileKeptOpenRunInline) {
   EXPECT_FALSE(r.eof);
   ASSERT_FALSE(try_write(0, 4096));  // opened for writing
   EXPECT_TRUE(try_write(2 * 4096 + 100, 100)) << "a part page";
+  EXPECT_TRUE(try_write(4096, 4096, stable_how::FILE_SYNC)) << "a flush of memory waits for nothing";
   r = try_read(2 * 4096, 4096);
   EXPECT_TRUE(r.ran);
   EXPECT_EQ(r.data, std::string(100, 'x') + std::string(100, 'w') + std::string(4096 - 200, 'x'));

@@ -286,8 +286,8 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
 
 bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, const OpenFiles::File& f,
                                   const struct stat& st) const {
+  if (f.in_memory) return true;  // no disk to wait for, a flush's included (tmpfs's fsync does nothing)
   if (o.opts->sync && a.stable != stable_how::UNSTABLE) return false;  // a flush waits for the disk
-  if (f.in_memory) return true;
   const int fd = f.io.get();
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto size = static_cast<std::uint64_t>(st.st_size);
