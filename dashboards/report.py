@@ -11,6 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab_section  # noqa: E402
 import host_charts  # noqa: E402
 import kernel_section  # noqa: E402
 import notes  # noqa: E402
@@ -24,6 +25,7 @@ CHART_JS = ["/usr/share/javascript/chart.js/chart.min.js", "/usr/share/nodejs/ch
 
 def table(r):
     lines = host_table(r) if r["cells"] or r["peers"] or r.get("transfer") or r.get("smallfiles") else []
+    lines += ab_section.table(r.get("ab"), r["repeats"])
     if "kernel" in r:
         lines += kernel_section.table(r["kernel"])
         lines += smallfiles_section.table(r["kernel"].get("smallfiles"))
@@ -127,6 +129,7 @@ window.addEventListener("error", e => {{ window.reportErrors.push(String(e.messa
 {verdict}
 <h2>Host</h2><dl>{host}</dl>
 {host_sections}
+{ab}
 {unavailable}
 {kernel}
 <script>
@@ -191,7 +194,7 @@ def write(r, path):
     page = PAGE.format(title=html.escape(r["host"]["hostname"]), chartjs=chart_js(), preset=html.escape(r["preset"]),
                        started=r["started"], finished=r.get("finished", "?"), runs=html.escape(runs(r)),
                        verdict=verdict.section(r) + notes.section(r) if r["cells"] else "",
-                       host=dl(r["host"]), host_sections=host_sections if r["cells"] or r.get("transfer") or r.get("smallfiles") else "", unavailable=unavailable,
+                       host=dl(r["host"]), ab=ab_section.section(r.get("ab"), r["repeats"]), host_sections=host_sections if r["cells"] or r.get("transfer") or r.get("smallfiles") else "", unavailable=unavailable,
                        kernel=kernel_section.section(k, len(host), len(kcharts)) + smallfiles_section.section(
                            k.get("smallfiles"), "Small files in the guest") if k else "",
                        charts=json.dumps(cs).replace("</", "<\\/"))

@@ -51,11 +51,12 @@ def cpu_seconds(pid):
 class Host:
     """The processes of one run; stop() ends them all, in reverse order."""
 
-    def __init__(self, build, provider, addr="127.0.0.1", keep=False):
+    def __init__(self, build, provider, addr="127.0.0.1", keep=False, workdir=None):
         self.build = os.path.abspath(build)
         self.provider = provider
         self.addr = addr  # where the server listens; other hosts reach it there
-        self.work = tempfile.mkdtemp(prefix="nfsrdma-bench-", dir="/var/tmp")
+        # The export is in here: its filesystem decides what the server can do inline.
+        self.work = tempfile.mkdtemp(prefix="nfsrdma-bench-", dir=workdir or "/var/tmp")
         os.chmod(self.work, 0o755)
         self.procs = []   # (name, Popen)
         self.mounts = []
@@ -116,6 +117,16 @@ class Host:
                 raise RuntimeError(f"nfsrdma-fuse exited: {open(os.path.join(self.work, f'fuse-{transport}.log')).read()}")
             time.sleep(0.025)
         raise RuntimeError("nfsrdma-fuse did not mount in 10 s")
+
+    def stop_process(self, p):
+        """Ends one process this host started (SIGTERM, then SIGKILL after 10 s)."""
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        self.procs = [(n, q) for n, q in self.procs if q is not p]
 
     def stop(self):
         for mnt in reversed(self.mounts):

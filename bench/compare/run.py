@@ -4,12 +4,15 @@ mount, against the transport limit (raw libfabric RMA, NULL calls) and the
 storage limit (the export read and written locally), with peers where the
 host has them. The kernel presets run inside the soft-RoCE guest instead: the
 kernel's NFS client and nfsd against ours, over RDMA and TCP (guest.py); the
-full preset adds a short one where QEMU runs. Writes results.json and
-report.html and prints a table.
+full preset adds a short one where QEMU runs. The ab preset compares two
+builds, cell by cell in turn (ab.py). Writes results.json and report.html and
+prints a table.
 
   bench/compare/run.py [--preset quick|full|engine|peers|transfer|smallfiles|smoke|kernel|kernel-quick|
                         kernel-smallfiles|kernel-smoke]
                        [--build build] [--out DIR]
+  bench/compare/run.py --preset ab --base OLD-BUILD [--build build] [--cells randread:4k:32,...]
+                       [--transports rdma,tcp] [--jobs 1] [--repeats 3] [--seconds 8] [--workdir /var/tmp]
 """
 import argparse
 import datetime
@@ -21,6 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab  # noqa: E402
 import harness  # noqa: E402
 import kernel  # noqa: E402
 import matrix  # noqa: E402
@@ -31,6 +35,7 @@ import transfer  # noqa: E402
 
 
 def host_description(h):
+    """The machine, and the provider and export options `h` (a harness.Host) ran with."""
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next((int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
     fio = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
@@ -192,7 +197,8 @@ def host_run(a, p, out, engine):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(matrix.PRESETS) + sorted(matrix.GUEST_PRESETS), default="quick")
+    ap.add_argument("--preset", choices=sorted(matrix.PRESETS) + sorted(matrix.GUEST_PRESETS) + ["ab"],
+                    default="quick")
     ap.add_argument("--build", default="build", help="meson build directory (default: build)")
     ap.add_argument("--out", help="directory for results.json and report.html (default: BUILD/bench/<time>)")
     ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
@@ -209,7 +215,20 @@ def main():
     ap.add_argument("--kernel", action=argparse.BooleanOptionalAction, default=None,
                     help="add the short kernel comparison in the soft-RoCE guest (default: in the full preset, "
                          "where QEMU runs)")
+    ab_args = ap.add_argument_group("ab preset (two builds in turn)")
+    ab_args.add_argument("--base", metavar="BUILD", help="the build directory to compare --build with")
+    ab_args.add_argument("--cells", help=f"workload:bs:depth,... through the fio engine (default: {ab.DEFAULT_CELLS})")
+    ab_args.add_argument("--transports", help="rdma,tcp (default: both)")
+    ab_args.add_argument("--jobs", type=int, default=1, help="fio jobs, each with its own connection (default: 1)")
+    ab_args.add_argument("--workdir", help="where the export lives (default: /var/tmp); its filesystem matters")
     a = ap.parse_args()
+    if (a.preset == "ab") != bool(a.base):
+        ap.error("--base goes with --preset ab, and --preset ab needs it")
+    if a.cells:
+        try:
+            ab.parse_cells(a.cells)
+        except ValueError as e:
+            ap.error(f"--cells: {e}")
     if os.geteuid() != 0:
         sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
     engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")
@@ -217,7 +236,13 @@ def main():
         sys.exit(f"bench/compare: {engine} is not built (make build)")
     out = os.path.abspath(a.out or os.path.join(a.build, "bench", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     os.makedirs(out, exist_ok=True)
-    if a.preset in matrix.GUEST_PRESETS:
+    if a.preset == "ab":
+        result = {"preset": "ab", "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "cells": [], "peers": [], "unavailable": [], "repeats": a.repeats or 3, "seconds": a.seconds or 8}
+        result["host"] = host_description(argparse.Namespace(provider=a.provider, export_options=ab.EXPORT_OPTIONS))
+        result["ab"] = ab.run(a, measure, lambda m: print(m, file=sys.stderr, flush=True))
+        result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    elif a.preset in matrix.GUEST_PRESETS:
         ok, why = kernel.available()
         if not ok:
             sys.exit(f"bench/compare: the kernel comparison {why}")

@@ -94,3 +94,26 @@ us = [small[k] * 4096 / (1 << 30) * 1e6 for k in ("cpu_client_s_per_GiB", "cpu_s
 assert f"{us[0]:,.1f} / {us[1]:,.1f}" in dom, ("no CPU per call for", small["transport"], small["path"], us)
 print(f"ok: the verdict gives RDMA ÷ TCP bandwidth {want:.2f}× over {len(ratios)} large-block jobs")
 PY
+
+# Two builds in turn (--preset ab; here the same build on both sides): every
+# cell has both sides' figures and their ratio, in results.json, the table and
+# the report.
+python3 "$SRC/bench/compare/run.py" --preset ab --base "$BUILD_DIR" --build "$BUILD_DIR" --cells randread:4k:8 \
+  --transports rdma,tcp --repeats 1 --seconds 1 --out "$WORK/ab" >"$WORK/ab-table" 2>"$WORK/ab-progress" ||
+  { cat "$WORK/ab-progress"; fail "bench/compare/run.py --preset ab failed"; }
+grep -q "^two builds in turn" "$WORK/ab-table" && grep -q "^rdma rand read 4k QD8" "$WORK/ab-table" ||
+  { cat "$WORK/ab-table"; fail "no two-build table"; }
+python3 - "$WORK/ab/results.json" <<'PY' || fail "the two-build results are incomplete"
+import json, sys
+ab = json.load(open(sys.argv[1]))["ab"]
+assert {c["transport"] for c in ab["cells"]} == {"rdma", "tcp"}, ab["cells"]
+for c in ab["cells"]:
+    for who in ("base", "new"):
+        s = c[who]
+        assert s["iops"]["median"] > 0 and s["cpu_server_us_per_call"] > 0 and s["cpu_client_us_per_call"] > 0, (who, s)
+    assert abs(c["new_over_base"]["iops"] - c["new"]["iops"]["median"] / c["base"]["iops"]["median"]) < 1e-9, c
+assert ab["base"]["commit"] != "?", ab["base"]
+print("ok: two builds, both transports, both sides measured")
+PY
+check_report "$WORK/ab/report.html" 0
+grep -q "<h2>Two builds</h2>" "$WORK/dom" || fail "no two-build section in the report"
