@@ -17,13 +17,6 @@ constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kHeader = 12;
 constexpr std::size_t kMac = 8;
 
-void put32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
-
 }  // namespace
 
 nfs3::nfs_fh3 HandleCodec::encode(std::uint32_t export_id, const KernelHandle& kh) const {
@@ -32,8 +25,8 @@ nfs3::nfs_fh3 HandleCodec::encode(std::uint32_t export_id, const KernelHandle& k
   std::uint8_t* p = fh.data.data();
   p[0] = kVersion;
   p[1] = static_cast<std::uint8_t>(kh.len);
-  put32(p + 4, export_id);
-  put32(p + 8, static_cast<std::uint32_t>(kh.type));
+  xdr::store_be32(p + 4, export_id);
+  xdr::store_be32(p + 8, static_cast<std::uint32_t>(kh.type));
   std::memcpy(p + kHeader, kh.bytes.data(), kh.len);
   std::uint64_t mac = siphash24(key_, {p, kHeader + kh.len});
   for (std::size_t i = 0; i < kMac; ++i) p[kHeader + kh.len + i] = static_cast<std::uint8_t>(mac >> (8 * i));

@@ -1,7 +1,9 @@
 // client/core against the real server, over RPC-RDMA (tcp provider) and TCP:
 // mounting and its errors, data both ways, reconnect + retransmit when the
 // server dies under 64 calls in flight, a link that cannot connect beside
-// one that can (multi-rail), and caller-driven progress (RDMA).
+// one that can (multi-rail), caller-driven progress, and a killed process's
+// calls cancelled.
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -40,6 +42,17 @@ class ClientCore : public ::testing::TestWithParam<Proto> {
     o.mount_port = server_->mount_port();
     o.provider = test_provider();
     return o;
+  }
+
+  void write_file(const std::vector<std::uint8_t>& data) {
+    std::ofstream f(dir_.path() + "/file", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  }
+
+  static nfs_fh3 file_handle(NfsClient& nfs) {
+    auto lk = nfs.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{nfs.root(), "file"});
+    EXPECT_TRUE(lk.ok() && lk->status == NFS3_OK);
+    return lk.ok() ? lk->object : nfs_fh3{};
   }
 
   TempDir dir_;
@@ -129,18 +142,14 @@ TEST_P(ClientCore, MountErrorsAreClear) {
 TEST_P(ClientCore, ReconnectsAndRetransmitsWhenTheServerDies) {
   std::vector<std::uint8_t> data(64 * 65536);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 11 + (i >> 16));
-  {
-    std::ofstream f(dir_.path() + "/file", std::ios::binary);
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  }
+  write_file(data);
   NfsClientOptions o = options(dir_.path());
   o.timeo_ds = 20;  // 2 s: a call with no answer forces a reconnect
   auto c = NfsClient::connect(o);
   ASSERT_TRUE(c.ok()) << c.error().describe();
   NfsClient& nfs = **c;
-  auto lk = nfs.call_sync<LOOKUP3res>(Proc::LOOKUP, diropargs3{nfs.root(), "file"});
-  ASSERT_TRUE(lk.ok() && lk->status == NFS3_OK);
-  const nfs_fh3 fh = lk->object;
+  const nfs_fh3 fh = file_handle(nfs);
+  ASSERT_NE(fh.len, 0u);
 
   std::mutex mu;
   std::condition_variable cv;
@@ -203,10 +212,7 @@ TEST_P(ClientCore, CallerDrivenProgressRunsCallbacksOnTheCallersThread) {
   o.timeo_ds = 20;
   std::vector<std::uint8_t> data(16 * 4096);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 5 + (i >> 12));
-  {
-    std::ofstream f(dir_.path() + "/file", std::ios::binary);
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  }
+  write_file(data);
   auto c = NfsClient::connect(o);
   ASSERT_TRUE(c.ok()) << c.error().describe();
   NfsClient& nfs = **c;
@@ -250,6 +256,97 @@ TEST_P(ClientCore, CallerDrivenProgressRunsCallbacksOnTheCallersThread) {
   EXPECT_EQ(elsewhere, 0);
   EXPECT_TRUE(got == data);
   EXPECT_GE(nfs.reconnects(), 1u);
+}
+
+// cancel_calls_of (a FUSE request's process killed): with the server stopped,
+// each of that process's calls ends once, with EINTR, whether its buffer is
+// open to the server (a READ: over RDMA answered once the connection is
+// shut) or not; another process's calls wait and complete when the server
+// goes on; the process's new calls fail at once until release_owner.
+TEST_P(ClientCore, CancelledCallsEndOnceWithEintr) {
+  std::vector<std::uint8_t> data(8 * 4096, 0x6b);
+  write_file(data);
+  // Before the client: its destructor ends calls left, whose callbacks use these.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> ended(16, 0), eintr(16, 0), ok(16, 0);
+  std::vector<std::string> how(16);
+  std::vector<std::uint8_t> got(data.size());
+  auto finish = [&](int i, bool is_ok, bool is_eintr) {
+    std::lock_guard g(mu);
+    ++ended[i];
+    eintr[i] += is_eintr;
+    ok[i] += is_ok;
+    cv.notify_all();
+  };
+  auto c = NfsClient::connect(options(dir_.path()));
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  NfsClient& nfs = **c;
+  const nfs_fh3 fh = file_handle(nfs);
+  ASSERT_NE(fh.len, 0u);
+  ASSERT_TRUE(nfs.register_memory(got).ok());  // over RDMA the server may write there: open to it
+
+  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }  // however the test ends
+  } resume{server_->pid()};
+  // kill() returns before a thread busy on another core has stopped.
+  auto stopped = [&] {
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(server_->pid()) + "/task")) {
+      std::ifstream in(t.path() / "stat");
+      std::string line;
+      std::getline(in, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 1000 && !stopped(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(stopped());
+  for (int i = 0; i < 16; ++i) {
+    client::CallOwner as(i < 12 ? 4242 : 4343);
+    if (i % 2 == 0) {
+      nfs.read(fh, 4096u * (i / 2), std::span(got).subspan(4096u * (i / 2), 4096),
+               [&, i](Result<NfsClient::ReadResult> r) {
+                 how[i] = r ? std::string(nfsstat3_name(r->status)) : r.error().describe();
+                 finish(i, r && r->status == NFS3_OK && r->count == 4096, !r && r.error().code == EINTR);
+               });
+    } else {
+      nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [&, i](Result<GETATTR3res> r) {
+        how[i] = r ? std::string(nfsstat3_name(r->status)) : r.error().describe();
+        finish(i, r && r->status == NFS3_OK, !r && r.error().code == EINTR);
+      });
+    }
+  }
+  EXPECT_TRUE(nfs.has_calls_of(4242));
+  nfs.cancel_calls_of(4242);
+  auto settled = [&](int upto) { return std::all_of(ended.begin(), ended.begin() + upto, [](int n) { return n > 0; }); };
+  {
+    std::unique_lock g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(30), [&] { return settled(12); })) << "cancelled calls never ended";
+  }
+  EXPECT_FALSE(nfs.has_calls_of(4242));
+  {
+    client::CallOwner as(4242);
+    auto r = nfs.call_sync<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
+    EXPECT_TRUE(!r.ok() && r.error().code == EINTR) << "a cancelled process's new call went out";
+  }
+  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  {
+    std::unique_lock g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(60), [&] { return settled(16); })) << "calls never completed";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a second ending would come meanwhile
+  std::lock_guard g(mu);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(ended[i], 1) << "call " << i;
+    EXPECT_EQ(i < 12 ? eintr[i] : ok[i], 1) << "call " << i << (i < 12 ? " (cancelled): " : ": ") << how[i];
+  }
+  nfs.release_owner(4242);
+  client::CallOwner as(4242);
+  auto r = nfs.call_sync<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
+  EXPECT_TRUE(r.ok() && r->status == NFS3_OK);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClientCore, ::testing::Values(Proto::rdma, Proto::tcp),

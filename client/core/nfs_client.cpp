@@ -60,23 +60,29 @@ Result<void> parse_source(std::string_view source, NfsClientOptions& options) {
   return {};
 }
 
-constexpr std::size_t kSpareBuffers = 256;
+// Ended calls kept for the next ones, with the room of their buffers: about
+// what a deep queue keeps in flight, and at most this much copied WRITE data.
+constexpr std::size_t kFreeCalls = 256;
+constexpr std::size_t kFreePayloadBytes = 32 << 20;
 
-std::pair<std::uint32_t, NfsClient::Buffer> NfsClient::start_call(Proc proc, const Identity* as) {
-  Buffer message;
+NfsClient::Call& NfsClient::start_call(Proc proc, const Identity* as) {
+  std::unique_ptr<Call> taken;
   {
     std::lock_guard lk(mu_);
-    if (!spare_.empty()) {
-      message = std::move(spare_.back());
-      spare_.pop_back();
+    if (!free_.empty()) {
+      taken = std::move(free_.back());
+      free_.pop_back();
+      free_payload_bytes_ -= taken->payload_copy.capacity();
     }
   }
-  if (!message) {
-    message = std::make_shared<std::vector<std::uint8_t>>();
-    message->reserve(512);  // a call header and the arguments of any but a WRITE with its data inline
+  if (!taken) {
+    taken = std::make_unique<Call>();
+    taken->message.reserve(512);  // a call header and the arguments of any but a WRITE with its data inline
   }
-  message->clear();
-  std::uint32_t xid = rpc::next_xid();
+  Call& c = *taken.release();  // owned by the index from send() on
+  c.message.clear();
+  c.xid = rpc::next_xid();
+  c.done.proc = proc;
   std::optional<rpc::AuthSys> theirs;
   if (as) {
     rpc::AuthSys& cred = theirs.emplace(*cred_);
@@ -85,14 +91,40 @@ std::pair<std::uint32_t, NfsClient::Buffer> NfsClient::start_call(Proc proc, con
     cred.ngids = static_cast<std::uint32_t>(std::min<std::size_t>(as->groups.size(), rpc::kMaxAuthSysGroups));
     std::copy_n(as->groups.begin(), cred.ngids, cred.gids.begin());
   }
-  xdr::Encoder e(*message);
-  rpc::encode_call_header(e, xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), as ? theirs : cred_);
-  return {xid, std::move(message)};
+  xdr::Encoder e(c.message);
+  rpc::encode_call_header(e, c.xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), as ? theirs : cred_);
+  return c;
 }
 
-void NfsClient::recycle_locked(Buffer b) {
-  // Still shared: a transmit of it has not returned yet; it goes when that ends.
-  if (b && b.use_count() == 1 && spare_.size() < kSpareBuffers) spare_.push_back(std::move(b));
+void NfsClient::release(Call& c) {
+  if (c.holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::lock_guard lk(mu_);
+  recycle_locked(c);
+}
+
+void NfsClient::release_locked(Call& c) {
+  if (c.holds.fetch_sub(1, std::memory_order_acq_rel) == 1) recycle_locked(c);
+}
+
+void NfsClient::recycle_locked(Call& c) {
+  std::unique_ptr<Call> owned(&c);
+  if (free_.size() >= kFreeCalls) return;
+  c.payload = {};
+  c.reply_payload = {};
+  c.sizes = {};
+  c.done = {};
+  c.sent = false;
+  c.link = -1;
+  c.via = 0;
+  c.timeouts = 0;
+  if (free_payload_bytes_ + c.payload_copy.capacity() > kFreePayloadBytes) c.payload_copy = {};
+  free_payload_bytes_ += c.payload_copy.capacity();
+  free_.push_back(std::move(owned));
+}
+
+void NfsClient::unindex_locked(Call& c) {
+  calls_.erase(c.xid);
+  release_locked(c);
 }
 
 thread_local std::uint32_t CallOwner::current_ = 0;
@@ -109,29 +141,33 @@ void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
   raw(std::move(reply));
 }
 
-void NfsClient::send(Proc proc, std::uint32_t xid, Buffer message, Pending p, Done done) {
-  p.message = std::move(message);
-  done.proc = proc;
-  done.owner = CallOwner::current();
-  done.started = std::chrono::steady_clock::now();
-  p.sent_at = done.started;  // a soft mount's clock for a call that finds no link
-  p.done = std::move(done);
-  std::optional<Outgoing> out;
+void NfsClient::send(Call& c) {
+  c.done.owner = CallOwner::current();
+  c.done.started = std::chrono::steady_clock::now();
+  c.sent_at = c.done.started;  // a soft mount's clock for a call that finds no link
+  c.holds.store(1, std::memory_order_relaxed);  // the index's
+  std::optional<Sending> out;
   {
     std::unique_lock lk(mu_);
-    if (stopping_ || (p.done.owner != 0 && std::ranges::count(cancelled_, p.done.owner) != 0)) {
-      auto d = std::move(p.done);
+    if (stopping_ || (c.done.owner != 0 && std::ranges::count(cancelled_, c.done.owner) != 0)) {
+      auto d = std::move(c.done);
+      release_locked(c);
       lk.unlock();
       return stopping_ ? d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"})
                        : d(Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"});
     }
-    out = prepare_locked(xid, pending_[xid] = std::move(p));
+    // An xid still in flight after 2^32 calls: this one takes the next.
+    while (!calls_.emplace(c.xid, &c).second) {
+      c.xid = rpc::next_xid();
+      xdr::store_be32(c.message.data(), c.xid);
+    }
+    out = prepare_locked(c);
   }
   if (out) transmit(*out);
 }
 
-std::optional<NfsClient::Outgoing> NfsClient::prepare_locked(std::uint32_t xid, Pending& p) {
-  p.link = -1;
+std::optional<NfsClient::Sending> NfsClient::prepare_locked(Call& c) {
+  c.link = -1;
   // The working link with the fewest calls in flight; ties in turn.
   Link* best = nullptr;
   const std::size_t n = links_.size();
@@ -141,40 +177,43 @@ std::optional<NfsClient::Outgoing> NfsClient::prepare_locked(std::uint32_t xid, 
     if (l.transport && !l.failing && (!best || l.in_flight < best->in_flight)) best = &l;
   }
   if (!best) return std::nullopt;  // sent when a link comes back
-  p.link = static_cast<int>(best - links_.data());
-  p.via = best->connection;
-  p.sent = true;
-  p.sent_at = std::chrono::steady_clock::now();
+  c.link = static_cast<int>(best - links_.data());
+  c.via = best->connection;
+  c.sent = true;
+  c.sent_at = std::chrono::steady_clock::now();
   ++best->in_flight;
   ++best->calls;
   best->series.calls->inc();
-  best->series.sent->inc(p.message->size() + (p.payload ? p.payload->size() : p.payload_view.size()));
-  return Outgoing{xid, p.via, p.message, p.payload, p.payload_view, p.reply_payload, p.sizes, best->transport};
+  best->series.sent->inc(c.message.size() + c.payload.size());
+  c.holds.fetch_add(1, std::memory_order_relaxed);  // the transmit's: its bytes stay until call() returns
+  return Sending{&c, c.via, best->transport};
 }
 
-void NfsClient::transmit(const Outgoing& o) {
+void NfsClient::transmit(const Sending& s) {
+  const Call& c = *s.call;
   rpc::OutgoingCall call;
-  call.xid = o.xid;
-  call.message = *o.message;
-  call.payload = o.payload ? std::span<const std::uint8_t>(*o.payload) : o.payload_view;
-  call.reply_payload = o.reply_payload;
-  call.reply_max_bytes = o.sizes.reply_max;
-  call.reply_payload_max = o.sizes.reply_payload_max;
+  call.xid = c.xid;
+  call.message = c.message;
+  call.payload = c.payload;
+  call.reply_payload = c.reply_payload;
+  call.reply_max_bytes = c.sizes.reply_max;
+  call.reply_payload_max = c.sizes.reply_payload_max;
   // Two words of capture, which std::function keeps without allocating.
-  std::uint32_t xid = o.xid, via = o.via;
-  o.transport->call(call, [this, xid, via](Result<std::span<const std::uint8_t>> reply) {
+  std::uint32_t xid = c.xid, via = s.via;
+  s.transport->call(call, [this, xid, via](Result<std::span<const std::uint8_t>> reply) {
     on_reply(xid, via, std::move(reply));
   });
+  release(*s.call);
 }
 
 void NfsClient::on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<const std::uint8_t>> reply) {
   Done done;
   {
     std::lock_guard lk(mu_);
-    auto it = pending_.find(xid);
-    if (it == pending_.end() || it->second.link < 0 || it->second.via != via) return;  // answered, or resent since
-    Pending& p = it->second;
-    Link& link = links_[p.link];
+    auto it = calls_.find(xid);
+    if (it == calls_.end() || it->second->link < 0 || it->second->via != via) return;  // answered, or resent since
+    Call& c = *it->second;
+    Link& link = links_[c.link];
     if (!reply && (reply.error().action != Action::fail || link.failing || link.closing)) {
       // The connection broke under this call, or is being shut (which ends
       // its calls): it goes again on another.
@@ -182,11 +221,11 @@ void NfsClient::on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<
       return;
     }
     if (reply) link.series.received->inc(reply->size());
-    leave_link_locked(p);
-    done = std::move(p.done);
+    leave_link_locked(c);
+    done = std::move(c.done);
     done.placed = link.series.received;
-    recycle_locked(std::move(p.message));
-    pending_.erase(it);
+    calls_.erase(it);
+    release_locked(c);
   }
   if (!reply) return done(reply.error());
   xdr::Decoder d(*reply);
@@ -194,23 +233,24 @@ void NfsClient::on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<
   done(d.rest());
 }
 
-void NfsClient::end_locked(Pending& p, Error e, std::vector<std::pair<Done, Error>>& ended) {
+void NfsClient::end_locked(Call& c, Error e, std::vector<std::pair<Done, Error>>& ended) {
   // Sent on a connection not yet shut, with memory of the caller's the
   // server may still write into or read from: only shutting that
   // connection makes sure it never will.
-  const bool open = p.link >= 0 && links_[p.link].connection == p.via;
-  const bool exposed = !p.reply_payload.empty() || !p.payload_view.empty();
+  const bool open = c.link >= 0 && links_[c.link].connection == c.via;
+  const bool exposed = !c.reply_payload.empty() || (!c.payload.empty() && c.payload.data() != c.payload_copy.data());
   if (open && exposed && options_.proto == Proto::rdma) {
     // ORDER: answered only once that connection is shut
     // (shut_failed_links), so the caller's buffer is not reused first.
-    Link& link = links_[p.link];
+    Link& link = links_[c.link];
     fail_link_locked(link, e.code == EINTR ? "a cancelled call's buffer is still open to the server"
                                            : "a timed-out call's buffer is still open to the server");
-    link.parked.emplace_back(std::move(p.done), std::move(e));
+    link.parked.emplace_back(std::move(c.done), std::move(e));
   } else {
-    ended.emplace_back(std::move(p.done), std::move(e));
+    ended.emplace_back(std::move(c.done), std::move(e));
   }
-  leave_link_locked(p);
+  leave_link_locked(c);
+  unindex_locked(c);
 }
 
 void NfsClient::cancel_calls_of(std::uint32_t pid) {
@@ -218,15 +258,11 @@ void NfsClient::cancel_calls_of(std::uint32_t pid) {
   {
     std::lock_guard lk(mu_);
     if (std::ranges::count(cancelled_, pid) == 0) cancelled_.push_back(pid);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      Pending& p = it->second;
-      if (p.done.owner != pid) {
-        ++it;
-        continue;
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      Call& c = *(it++)->second;  // end_locked unindexes it
+      if (c.done.owner == pid) {
+        end_locked(c, Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"}, ended);
       }
-      end_locked(p, Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"}, ended);
-      recycle_locked(std::move(p.message));
-      it = pending_.erase(it);
     }
   }
   spdlog::debug("nfs: {} calls of process {} cancelled", ended.size(), pid);
@@ -240,38 +276,37 @@ void NfsClient::release_owner(std::uint32_t pid) {
 
 bool NfsClient::has_calls_of(std::uint32_t pid) {
   std::lock_guard lk(mu_);
-  return std::ranges::any_of(pending_, [pid](const auto& kv) { return kv.second.done.owner == pid; });
+  return std::ranges::any_of(calls_, [pid](const auto& kv) { return kv.second->done.owner == pid; });
 }
 
 std::vector<std::uint32_t> NfsClient::owners_waiting_longer_than(std::chrono::steady_clock::duration age) {
   const auto before = std::chrono::steady_clock::now() - age;
   std::vector<std::uint32_t> out;
   std::lock_guard lk(mu_);
-  for (const auto& [xid, p] : pending_) {
-    const std::uint32_t o = p.done.owner;
-    if (o != 0 && p.done.started < before && std::ranges::count(out, o) == 0) out.push_back(o);
+  for (const auto& [xid, c] : calls_) {
+    const std::uint32_t o = c->done.owner;
+    if (o != 0 && c->done.started < before && std::ranges::count(out, o) == 0) out.push_back(o);
   }
   return out;
 }
 
 void NfsClient::write(const WRITE3args& args, WriteDone done, const Identity* as) {
   // The arguments up to and including the data's length; the data goes separately.
-  auto [xid, message] = start_call(Proc::WRITE, as);
-  xdr::Encoder e(*message);
+  Call& c = start_call(Proc::WRITE, as);
+  xdr::Encoder e(c.message);
   codec(e, const_cast<nfs_fh3&>(args.file));
   e.u64(args.offset);
   e.u32(args.count);
   e.enumeration(args.stable);
   e.u32(static_cast<std::uint32_t>(args.data.size()));
-  Pending extra;
   if (registered(args.data.data(), args.data.size())) {
-    extra.payload_view = args.data;  // zero copy: the caller keeps it until `done`
+    c.payload = args.data;  // zero copy: the caller keeps it until `done`
   } else {
-    extra.payload = std::make_shared<const std::vector<std::uint8_t>>(args.data.begin(), args.data.end());
+    c.payload_copy.assign(args.data.begin(), args.data.end());
+    c.payload = c.payload_copy;
   }
-  Done d;
-  d.write = std::move(done);
-  send(Proc::WRITE, xid, std::move(message), std::move(extra), std::move(d));
+  c.done.write = std::move(done);
+  send(c);
 }
 
 void NfsClient::complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done) {
@@ -296,15 +331,13 @@ bool NfsClient::registered(const void* p, std::size_t n) {
 void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uint8_t> dest, ReadDone done,
                      const Identity* as) {
   const READ3args args{fh, offset, static_cast<std::uint32_t>(dest.size())};
-  auto [xid, message] = start_call(Proc::READ, as);
-  xdr::encode(*message, args);
-  Pending extra;
-  extra.sizes = sizes_for(Proc::READ, args);
-  extra.reply_payload = dest;
-  Done d;
-  d.read = std::move(done);
-  d.dest = dest;
-  send(Proc::READ, xid, std::move(message), std::move(extra), std::move(d));
+  Call& c = start_call(Proc::READ, as);
+  xdr::encode(c.message, args);
+  c.sizes = sizes_for(Proc::READ, args);
+  c.reply_payload = dest;
+  c.done.read = std::move(done);
+  c.done.dest = dest;
+  send(c);
 }
 
 void NfsClient::complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,

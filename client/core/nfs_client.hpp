@@ -138,18 +138,16 @@ class NfsClient {
   template <class Res, class Args>
   void call(nfs3::Proc proc, const Args& args, std::function<void(Result<Res>)> done,
             const Identity* as = nullptr) {
-    auto [xid, message] = start_call(proc, as);
-    xdr::encode(*message, args);
-    Pending extra;
-    extra.sizes = sizes_for(proc, args);
-    Done d;
-    d.raw = [done = std::move(done)](auto reply) {
+    Call& c = start_call(proc, as);
+    xdr::encode(c.message, args);
+    c.sizes = sizes_for(proc, args);
+    c.done.raw = [done = std::move(done)](auto reply) {
       if (!reply) return done(reply.error());
       Res res;
       if (auto dec = xdr::decode(*reply, res); !dec) return done(dec.error());
       done(std::move(res));
     };
-    send(proc, xid, std::move(message), std::move(extra), std::move(d));
+    send(c);
   }
 
   // Registers memory the caller owns for the client's life (fio's I/O
@@ -189,13 +187,10 @@ class NfsClient {
   struct Sizes {
     std::uint32_t reply_max = 0, reply_payload_max = 0;
   };
-  // A call's encoded message, shared with the transmit in progress; taken
-  // from spare_ and given back when the call ends, so it keeps its room.
-  using Buffer = std::shared_ptr<std::vector<std::uint8_t>>;
   // How a call ends: the metrics every completion counts (reply, error,
   // timeout), then the caller's callback. READ and WRITE keep theirs typed,
   // so that completing them wraps nothing in another std::function (which
-  // would allocate per call).
+  // would allocate per call). Moved out of the call to run once mu_ is released.
   struct Done {
     nfs3::Proc proc{};
     std::uint32_t owner = 0;  // CallOwner when it was made; its callback runs as that owner
@@ -207,18 +202,26 @@ class NfsClient {
     WriteDone write;
     void operator()(Result<std::span<const std::uint8_t>> reply);
   };
-  struct Pending {
-    Buffer message;  // the whole call: header, args up to the payload
-    std::shared_ptr<const std::vector<std::uint8_t>> payload;  // DDP-eligible WRITE data, copied (or null)
-    std::span<const std::uint8_t> payload_view;  // or left in registered memory
-    std::span<std::uint8_t> reply_payload;       // where READ data should land
+  // One call, from its encoding to its end: the one record of it, indexed
+  // once by xid (calls_) and kept for the next call when it ends (free_), so
+  // its buffers keep their room. A transmit holds it (`holds`) while the
+  // transport reads its bytes; the index holds it until it is answered or ended.
+  struct Call {
+    std::uint32_t xid = 0;
+    // The wire's part, unchanged while it is carried.
+    std::vector<std::uint8_t> message;       // the whole call: header, args up to the payload
+    std::vector<std::uint8_t> payload_copy;  // WRITE data from memory not registered, copied
+    std::span<const std::uint8_t> payload;   // DDP-eligible WRITE data: payload_copy, or registered memory
+    std::span<std::uint8_t> reply_payload;   // where READ data should land
     Sizes sizes;
     Done done;
+    // Under mu_.
     bool sent = false;          // went out at least once (a resend counts as a retransmission)
     int link = -1;              // the link it went out on; -1 while it waits for one
     std::uint32_t via = 0;      // that link's connection (Link::connection) when it did
     std::chrono::steady_clock::time_point sent_at;
     int timeouts = 0;
+    std::atomic<int> holds{0};  // the index's and the transmits'; back to free_ at 0
   };
   template <class Res>
   struct SyncBox {
@@ -249,31 +252,32 @@ class NfsClient {
   explicit NfsClient(const NfsClientOptions& o) : options_(o) {}
   template <class Args>
   static Sizes sizes_for(nfs3::Proc proc, const Args& args);
-  // A new xid, and a buffer with the RPC call header for it; the caller
-  // appends the arguments and send()s it.
-  std::pair<std::uint32_t, Buffer> start_call(nfs3::Proc proc, const Identity* as);
-  void send(nfs3::Proc proc, std::uint32_t xid, Buffer message, Pending extra, Done done);
-  void recycle_locked(Buffer b);
+  // A call from free_ with a new xid and the RPC call header in its message;
+  // the caller appends the arguments and send()s it.
+  Call& start_call(nfs3::Proc proc, const Identity* as);
+  void send(Call& c);
+  // Drops one hold on `c`; the last returns it to free_.
+  void release(Call& c);
+  void release_locked(Call& c);
+  void recycle_locked(Call& c);  // to free_, or deleted
+  // Ends `c` in the index (answered, cancelled, timed out): it is answered no more.
+  void unindex_locked(Call& c);
   static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
                             metrics::Counter* placed, ReadDone& done);
   static void complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done);
   bool registered(const void* p, std::size_t n);
-  // A call ready to go out; built under mu_, sent after it is released, since
-  // a transport may run the reply callback from inside call().
-  struct Outgoing {
-    std::uint32_t xid;
+  // A call on its way out on a link, built under mu_ (which holds the call
+  // for the transmit), sent after it is released, since a transport may run
+  // the reply callback from inside call().
+  struct Sending {
+    Call* call;
     std::uint32_t via;
-    Buffer message;
-    std::shared_ptr<const std::vector<std::uint8_t>> payload;
-    std::span<const std::uint8_t> payload_view;
-    std::span<std::uint8_t> reply_payload;
-    Sizes sizes;
     std::shared_ptr<rpc::ClientTransport> transport;
   };
-  // Puts `p` on the working link with the fewest calls in flight; none
+  // Puts `c` on the working link with the fewest calls in flight; none
   // while every link is down (it is sent when one comes back).
-  std::optional<Outgoing> prepare_locked(std::uint32_t xid, Pending& p);
-  void transmit(const Outgoing& o);
+  std::optional<Sending> prepare_locked(Call& c);
+  void transmit(const Sending& s);
   void on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<const std::uint8_t>> reply);
 
   // One connection of the mount, by addresses; its transport while it works.
@@ -306,12 +310,13 @@ class NfsClient {
                                                                const std::vector<std::span<std::uint8_t>>& regions);
   void link_up_locked(Link& link, std::shared_ptr<rpc::ClientTransport> t, std::size_t registered);
   void fail_link_locked(Link& link, const std::string& why);
-  void leave_link_locked(Pending& p);  // p no longer counts as in flight on its link
-  // Ends `p` with `e`: into `ended` to be answered once mu_ is released, or
-  // parked on its link when memory of the caller's is open to the server there.
-  void end_locked(Pending& p, Error e, std::vector<std::pair<Done, Error>>& ended);
+  void leave_link_locked(Call& c);  // c no longer counts as in flight on its link
+  // Ends `c` with `e` and unindexes it: its Done into `ended` to be answered
+  // once mu_ is released, or parked on its link when memory of the caller's
+  // is open to the server there.
+  void end_locked(Call& c, Error e, std::vector<std::pair<Done, Error>>& ended);
   // Sends the calls waiting for a link; after mu_ is released.
-  std::vector<Outgoing> place_waiting_locked();
+  std::vector<Sending> place_waiting_locked();
   // Timeouts and failed links (shut, their calls sent again elsewhere); and,
   // on a thread of its own so that a slow connect delays neither, links
   // brought back.
@@ -334,10 +339,11 @@ class NfsClient {
   std::size_t next_link_ = 0;      // ties between links go in turn
   std::size_t next_progress_ = 0;  // the connection progress() blocks on next
   std::uint32_t connections_ = 0;  // transports made, for Link::connection
-  std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
-  std::pmr::map<std::uint32_t, Pending> pending_{&pending_nodes_};
+  std::pmr::unsynchronized_pool_resource call_nodes_;  // calls_'s, kept for the next calls
+  std::pmr::map<std::uint32_t, Call*> calls_{&call_nodes_};  // by xid, in the order they were made
+  std::vector<std::unique_ptr<Call>> free_;  // ended calls kept for their room, at most kFreeCalls
+  std::size_t free_payload_bytes_ = 0;       // the room of their payload copies, at most kFreePayloadBytes
   std::vector<std::uint32_t> cancelled_;  // owners whose calls fail at once (cancel_calls_of)
-  std::vector<Buffer> spare_;  // at most kSpareBuffers
   std::vector<std::span<std::uint8_t>> regions_;
   std::atomic<std::uint64_t> reconnects_{0};
   std::atomic<bool> stopping_{false};

@@ -137,7 +137,7 @@ NfsClient::~NfsClient() {
   if (reconnector_.joinable()) reconnector_.join();
   Transports old;
   std::vector<std::pair<Done, Error>> parked;
-  std::pmr::map<std::uint32_t, Pending> left(&pending_nodes_);
+  std::vector<Call*> left;
   {
     std::lock_guard lk(mu_);
     for (Link& l : links_) {
@@ -149,10 +149,14 @@ NfsClient::~NfsClient() {
       l.parked.clear();
     }
     progressing_.reset();
-    left.swap(pending_);
+    for (auto& [xid, c] : calls_) left.push_back(c);
+    calls_.clear();
   }
   for (auto& t : old) t->shutdown();
-  for (auto& [xid, p] : left) p.done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+  for (Call* c : left) {
+    c->done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
+    delete c;  // no transmit holds it: no thread calls in while the client is destroyed
+  }
   for (auto& [d, e] : parked) d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
 }
 
@@ -209,18 +213,18 @@ void NfsClient::fail_link_locked(Link& link, const std::string& why) {
   cv_.notify_all();
 }
 
-void NfsClient::leave_link_locked(Pending& p) {
-  if (p.link >= 0 && links_[p.link].connection == p.via && links_[p.link].in_flight > 0) --links_[p.link].in_flight;
-  p.link = -1;
+void NfsClient::leave_link_locked(Call& c) {
+  if (c.link >= 0 && links_[c.link].connection == c.via && links_[c.link].in_flight > 0) --links_[c.link].in_flight;
+  c.link = -1;
 }
 
-std::vector<NfsClient::Outgoing> NfsClient::place_waiting_locked() {
-  std::vector<Outgoing> out;
+std::vector<NfsClient::Sending> NfsClient::place_waiting_locked() {
+  std::vector<Sending> out;
   std::size_t resent = 0;
-  for (auto& [xid, p] : pending_) {
-    if (p.link >= 0) continue;
-    const bool again = p.sent;
-    auto o = prepare_locked(xid, p);
+  for (auto& [xid, c] : calls_) {
+    if (c->link >= 0) continue;
+    const bool again = c->sent;
+    auto o = prepare_locked(*c);
     if (!o) break;  // no link works
     out.push_back(std::move(*o));
     resent += again;
@@ -238,24 +242,21 @@ void NfsClient::maintenance_loop() {
     // Timeouts: RDMA has no keep-alive, so a call with no answer fails its link.
     auto now = std::chrono::steady_clock::now();
     std::vector<std::pair<Done, Error>> expired;
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      Pending& p = it->second;
-      const bool waited = now - p.sent_at > timeo;
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      Call& c = *(it++)->second;  // end_locked unindexes it
+      const bool waited = now - c.sent_at > timeo;
       // A soft mount gives up on a call after retrans timeouts, or one that
       // found no link for as long.
-      if (!options_.hard && ((waited && p.link >= 0 && ++p.timeouts > options_.retrans) ||
-                             (p.link < 0 && now - p.sent_at > timeo * (options_.retrans + 1)))) {
-        end_locked(p, Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "nfs: server " + options_.host + " timed out"},
+      if (!options_.hard && ((waited && c.link >= 0 && ++c.timeouts > options_.retrans) ||
+                             (c.link < 0 && now - c.sent_at > timeo * (options_.retrans + 1)))) {
+        end_locked(c, Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "nfs: server " + options_.host + " timed out"},
                    expired);
-        recycle_locked(std::move(p.message));
-        it = pending_.erase(it);
         continue;
       }
-      if (waited && p.link >= 0) {
-        p.sent_at = now;  // one timeout counted per timeo
-        fail_link_locked(links_[p.link], "server " + links_[p.link].remote + " not responding");
+      if (waited && c.link >= 0) {
+        c.sent_at = now;  // one timeout counted per timeo
+        fail_link_locked(links_[c.link], "server " + links_[c.link].remote + " not responding");
       }
-      ++it;
     }
     if (!expired.empty()) {
       lk.unlock();
@@ -297,8 +298,8 @@ void NfsClient::shut_failed_links(std::unique_lock<std::mutex>& lk) {
     std::ranges::move(l.parked, std::back_inserter(parked));
     l.parked.clear();
     const auto index = static_cast<int>(&l - links_.data());
-    for (auto& [xid, p] : pending_) {
-      if (p.link == index) p.link = -1;
+    for (auto& [xid, c] : calls_) {
+      if (c->link == index) c->link = -1;
     }
   }
   auto again = place_waiting_locked();

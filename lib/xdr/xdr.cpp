@@ -2,16 +2,6 @@
 #include "lib/xdr/xdr.hpp"
 
 namespace nfsrdma::xdr {
-namespace {
-
-void store_be32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
-
-}  // namespace
 
 const char* fault_name(Fault f) {
   switch (f) {
