@@ -91,14 +91,24 @@ class Allocations : public ::testing::TestWithParam<client::Proto> {
     ASSERT_TRUE(s.ok()) << s.error().describe();
     server_ = std::move(*s);
     serving_ = std::thread([this] { server_->run(); });
+    nfs_port_ = cfg.nfs_port;
+    rdma_port_ = cfg.rdma_options.port;
+    mount_port_ = cfg.mount_port;
+    connect_client(128);
+  }
+  // The client, as the fio engine runs it (caller-driven progress), with at
+  // most `credits` RDMA calls in flight.
+  void connect_client(std::uint32_t credits) {
+    nfs_.reset();
     client::NfsClientOptions o;
     o.host = test_server_host();
     o.export_path = dir_.path();
     o.proto = GetParam();
-    o.port = o.proto == client::Proto::rdma ? cfg.rdma_options.port : cfg.nfs_port;
-    o.mount_port = cfg.mount_port;
+    o.port = o.proto == client::Proto::rdma ? rdma_port_ : nfs_port_;
+    o.mount_port = mount_port_;
     o.provider = test_provider();
-    o.caller_progress = true;  // as the fio engine runs it
+    o.credits = credits;
+    o.caller_progress = true;
     auto c = NfsClient::connect(o);
     ASSERT_TRUE(c.ok()) << c.error().describe();
     nfs_ = std::move(*c);
@@ -167,6 +177,7 @@ class Allocations : public ::testing::TestWithParam<client::Proto> {
   }
 
   TempDir dir_, state_;
+  std::uint16_t nfs_port_ = 0, rdma_port_ = 0, mount_port_ = 0;
   std::unique_ptr<server::Server> server_;
   std::thread serving_;
   std::unique_ptr<NfsClient> nfs_;
@@ -198,6 +209,15 @@ TEST_P(Allocations, NoneForWritesInTheSteadyState) {
 TEST_P(Allocations, NoneForWritesFromUnregisteredMemory) {
   // The FUSE client's case: the data is copied into the call, whose buffer is
   // kept with it for the next call.
+  EXPECT_LT(per_call(true, 10000, 20000, true), kBound);
+}
+
+TEST_P(Allocations, NoneWhenCallsWaitForCredits) {
+  // 32 in flight on 8 credits over RDMA: most calls wait in the transport's
+  // queue, copied, for a reply to free a credit.
+  connect_client(8);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_LT(per_call(false, 4000, 20000), kBound);
   EXPECT_LT(per_call(true, 10000, 20000, true), kBound);
 }
 

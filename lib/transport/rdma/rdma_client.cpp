@@ -179,6 +179,10 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
       Job& job = queued_.emplace_back();
       job.handler = std::move(on_reply);
       job.call = c;
+      if (!spare_bytes_.empty()) {
+        job.bytes = std::move(spare_bytes_.back());
+        spare_bytes_.pop_back();
+      }
       Pieces copied = c.pieces;
       if (c.payload_registered) copied.payload = {};
       job.bytes.resize(copied.size());
@@ -197,7 +201,12 @@ void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& f
   while (!queued_.empty() && in_flight_ < credits_) {
     Job& job = queued_.front();
     if (issue_locked(job.call, job.handler, failed) == Issue::wait) return;  // out of buffers: wait for replies
-    queued_.pop_front();
+    Job done = queued_.pop_front();
+    // Its room kept for the next call that waits, as many as could wait at
+    // once with every credit taken; the bounce buffer's size at most each.
+    if (spare_bytes_.size() < options_.max_credits && done.bytes.capacity() <= options_.bounce_bytes) {
+      spare_bytes_.push_back(std::move(done.bytes));
+    }
   }
 }
 

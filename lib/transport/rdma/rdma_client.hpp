@@ -5,7 +5,8 @@
 // Theory of operation: call() issues a call at once, straight from the
 // caller's buffers, when a credit and the bounce buffers its plan needs are
 // free; otherwise it copies the call into a Job that waits in order in
-// `queued_`. Credits start at 1 after connect,
+// `queued_` (its buffer kept for the next Job once it is issued, so calls
+// waiting for credits allocate nothing either). Credits start at 1 after connect,
 // follow each reply's grant (0 counts as 1) and never exceed our maximum. The
 // progress thread reaps completions: a reply releases its buffers, is handed
 // to the caller's handler where it landed (or rebuilt into a plain RPC reply
@@ -24,12 +25,12 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <memory_resource>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "lib/base/fifo.hpp"
 #include "lib/rpc/transport.hpp"
 #include "lib/rpcrdma/marshal.hpp"
 #include "lib/rpcrdma/private_data.hpp"
@@ -147,7 +148,8 @@ class RdmaClient final : public rpc::ClientTransport {
   std::uint32_t in_flight_ = 0, max_in_flight_ = 0;
   std::uint64_t bounce_bytes_ = 0;
   std::vector<std::unique_ptr<CallerRegion>> regions_;
-  std::deque<Job> queued_;
+  Fifo<Job> queued_;
+  std::vector<std::vector<std::uint8_t>> spare_bytes_;  // the room of Jobs issued, for the next ones
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::unordered_map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint8_t> head_;  // a transport header being encoded
