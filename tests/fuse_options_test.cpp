@@ -1,6 +1,7 @@
 // nfs(5) mount options through a real mount: each one either does what nfs(5)
 // says (sync and noac writes, locks, lookupcache, cto, rdirplus, bg, resvport,
-// atime flags) or is refused with the reason; none is accepted and ignored.
+// atime flags) or is refused with the reason; none is accepted and ignored;
+// and what the lock options change in how a close reaches the daemon.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -90,6 +91,57 @@ TEST_P(Options, LocksAreNetworkLocksUnlessKeptLocal) {
   });
   EXPECT_EQ(other, EWOULDBLOCK);
   ::close(fd);
+}
+
+// A read-only open's close sends the daemon no FLUSH where POSIX locks are
+// kept on this client (the kernel releases them itself); where they are
+// network locks the FLUSH is what releases them, so it goes.
+TEST_P(Options, AReadOnlyCloseSendsNoFlushUnlessItReleasesNetworkLocks) {
+  std::uint16_t port = free_port();
+  put(e("f"), "data");
+  auto requests = [&](const std::string& op) {
+    return metric(scrape(port), "nfsrdma_fuse_requests_total{op=\"" + op + "\"}");
+  };
+  for (const char* opts : {"nolock", "local_lock=posix", "lock", "local_lock=flock"}) {
+    remount(std::string(opts) + ",metrics=127.0.0.1:" + std::to_string(port));
+    const double flushes = requests("flush"), opens = requests("open");
+    for (int i = 0; i < 20; ++i) {
+      int fd = ::open(m("f").c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      char buf[8];
+      EXPECT_EQ(::read(fd, buf, sizeof buf), 4);
+      ::close(fd);
+    }
+    const bool local = std::string(opts) == "nolock" || std::string(opts) == "local_lock=posix";
+    EXPECT_EQ(requests("open") - opens, 20) << opts;
+    EXPECT_EQ(requests("flush") - flushes, local ? 0 : 20) << opts;
+    // A write open's close still flushes whatever the locks.
+    int fd = ::open(m("f").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    EXPECT_EQ(requests("flush") - flushes, local ? 1 : 21) << opts;
+  }
+  // Kept here, a POSIX lock still goes when any descriptor of its process
+  // for the file closes, a read-only one too (the kernel lets it go itself).
+  remount("nolock");
+  int rw = ::open(m("f").c_str(), O_RDWR);
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(rw, F_SETLK, &l), 0);
+  auto other_locks = [&] {
+    return as_user(0, 0, {}, [&] {
+      int fd = ::open(m("f").c_str(), O_RDWR);
+      struct flock w {};
+      w.l_type = F_WRLCK;
+      w.l_whence = SEEK_SET;
+      return ::fcntl(fd, F_SETLK, &w) == 0 ? 0 : errno;
+    });
+  };
+  EXPECT_EQ(other_locks(), EAGAIN);
+  ::close(::open(m("f").c_str(), O_RDONLY));
+  EXPECT_EQ(other_locks(), 0) << "closing a read-only descriptor kept the lock";
+  ::close(rw);
 }
 
 TEST_P(Options, LookupcacheDecidesWhetherAMissingNameIsRemembered) {

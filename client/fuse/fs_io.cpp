@@ -42,6 +42,11 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!keep && se_) fuse_lowlevel_notify_inval_inode(se_, n->ino, -1, 0);  // stale size and times too
     fuse_file_info out = fi;
     out.keep_cache = keep;
+    // A close of a file opened for reading sends no FLUSH, unless POSIX
+    // locks are ours to release then (the kernel leaves that to the FLUSH):
+    // it has no data of its own to flush, and the kernel client does not
+    // write back other opens' data at such a close either.
+    out.noflush = (want & ACCESS3_MODIFY) == 0 && options_.local_posix_locks;
     auto* f = new OpenFile{who, nullptr, (want & ACCESS3_MODIFY) != 0};
     track_open(*f, n);
     out.fh = reinterpret_cast<std::uint64_t>(f);
