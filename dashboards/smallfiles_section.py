@@ -47,14 +47,16 @@ def table(sf):
             note += f" k{k:.2f}" if k else ""
             cells.append(seconds(by[t]) + note)
         lines.append(f"{prog:<14}" + "".join(f"{c:>{w}}" for c in cells))
-    head = (f"{'mount':<22} {'operation':<19} {'us':>7} {'calls':>6} {'outside calls':>14} {'wire':>6} "
-            f"{'server':>7}")
+    head = (f"{'mount':<22} {'operation':<19} {'us':>7} {'calls':>6} {'FUSE req':>8} {'outside calls':>14} "
+            f"{'wire':>6} {'server':>7}")
     lines += ["", f"small-file operations, {sf['ops_n']} of each, 100-byte files: microseconds per operation, the NFS "
               "calls the server counted, where the time went", head, "-" * len(head)]
     f = lambda v: f"{v:.0f}" if v is not None else "-"
+    f1 = lambda v: f"{v:.1f}" if v is not None else "-"
     for t, ops in sf["ops"].items():
         for op, v in ops.items():
-            lines.append(f"{t:<22} {op:<19} {v['us']:>7.0f} {v['calls']:>6.1f} {f(v['outside_us']):>14} "
+            lines.append(f"{t:<22} {op:<19} {v['us']:>7.0f} {v['calls']:>6.1f} {f1(v.get('fuse_requests')):>8} "
+                         f"{f(v['outside_us']):>14} "
                          f"{f(v['wire_us']):>6} {f(v['server_us']):>7}")
     return lines
 
@@ -80,6 +82,7 @@ def section(sf, title):
     f = lambda v: f"{v:,.0f}" if v is not None else "–"
     ops = "".join(
         f"<tr><td>{html.escape(t)}</td><td>{html.escape(op)}</td><td>{v['us']:,.0f}</td><td>{v['calls']:.1f}</td>"
+        f"<td>{'–' if v.get('fuse_requests') is None else format(v['fuse_requests'], '.1f')}</td>"
         f"<td>{f(v['outside_us'])}</td><td>{f(v['wire_us'])}</td><td>{f(v['server_us'])}</td></tr>"
         for t, o in sf["ops"].items() for op, v in o.items())
     return (f"<h2>{html.escape(title)}</h2><p>Real programs: {html.escape(describe(sf))}. Seconds; in brackets, the ratio to "
@@ -87,8 +90,10 @@ def section(sf, title):
             "server and transport, to it.</p>"
             f"<table><tr><th>program</th>{head}</tr>{''.join(rows)}</table>"
             f"<p>Each operation {sf['ops_n']:,} times on 100-byte files: microseconds per operation, the NFS calls "
-            "the server counted per operation, and where the time went: outside NFS calls (the kernel's VFS and, "
+            "the server counted per operation, the requests the kernel's FUSE layer made of nfsrdma-fuse per "
+            "operation, and where the time went: outside NFS calls (the kernel's VFS and, "
             "for nfsrdma-fuse, FUSE layer and the daemon), on the wire and in the transports (the client's time in "
             "calls less the server's), in the server. A dash: that side keeps no such time.</p>"
-            "<table><tr><th>mount</th><th>operation</th><th>µs</th><th>calls</th><th>outside calls µs</th>"
+            "<table><tr><th>mount</th><th>operation</th><th>µs</th><th>calls</th><th>FUSE requests</th>"
+            "<th>outside calls µs</th>"
             f"<th>wire µs</th><th>server µs</th></tr>{ops}</table>")

@@ -186,7 +186,8 @@ def guest_smallfiles(client, server, transport, spec, result):
            else smallfiles.nfsd_calls)
     cli = ((lambda: smallfiles.metrics_calls(FUSE_METRICS, "client")) if client == "fuse"
            else lambda: smallfiles.kernel_client_calls(MNT))
-    sf["ops"][target] = smallfiles.per_op(MNT, spec["ops"], srv, cli)
+    req = (lambda: smallfiles.fuse_requests(FUSE_METRICS)) if client == "fuse" else None
+    sf["ops"][target] = smallfiles.per_op(MNT, spec["ops"], srv, cli, req)
     for prog, t in smallfiles.workloads(sf["_inputs"], {target: MNT}, spec["repeats"], log).items():
         sf["workloads"][prog].update(t)
 

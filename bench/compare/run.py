@@ -102,9 +102,10 @@ def host_smallfiles(h, spec, mounts):
     server = lambda: smallfiles.metrics_calls(h.metrics, "server")
     for t, (mnt, _) in mounts.items():
         out["ops"][f"fuse {t}"] = smallfiles.per_op(mnt, spec["ops"], server,
-                                                   lambda: smallfiles.metrics_calls(h.client_metrics[t], "client"))
+                                                   lambda: smallfiles.metrics_calls(h.client_metrics[t], "client"),
+                                                   lambda: smallfiles.fuse_requests(h.client_metrics[t]))
         print(f"small-file operations over {t}: " + ", ".join(
-            f"{op} {v['us']:.0f} µs {v['calls']:.1f} calls" for op, v in out["ops"][f"fuse {t}"].items()),
+            f"{op} {v['us']:.0f} µs {v['calls']:.1f} calls {v['fuse_requests']:.1f} FUSE requests" for op, v in out["ops"][f"fuse {t}"].items()),
             file=sys.stderr)
     targets = {"export dir": h.export, **{f"fuse {t}": mnt for t, (mnt, _) in mounts.items()}}
     out["workloads"] = smallfiles.workloads(inputs, targets, spec["repeats"], log=lambda m: print(m, file=sys.stderr))

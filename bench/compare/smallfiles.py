@@ -43,6 +43,13 @@ def metrics_calls(address, side):
     return calls, secs
 
 
+def fuse_requests(address):
+    """The requests the kernel's FUSE layer made of nfsrdma-fuse (its metrics
+    endpoint), every operation together."""
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(r'^nfsrdma_fuse_requests_total\{[^}]*\} (\S+)', text, re.M))
+
+
 def nfsd_calls():
     """(calls, None): the kernel nfsd's NFSv3 calls but NULL (/proc/net/rpc/nfsd);
     it keeps no time per call."""
@@ -71,12 +78,14 @@ def kernel_client_calls(mnt):
 
 # ---- per operation ----
 
-def per_op(mnt, n, server, client=None):
+def per_op(mnt, n, server, client=None, requests=None):
     """Runs each of OPS n times in a fresh directory under mnt. `server` and
     `client` are counters (above, bound to their endpoint): the server's gives
     the calls per operation, and with both the time splits into outside calls,
-    wire and server. Returns {op: {"us", "calls", "outside_us", "wire_us",
-    "server_us"}}, a split left None where a side keeps no time."""
+    wire and server; `requests` counts FUSE requests (nfsrdma-fuse's
+    fuse_requests). Returns {op: {"us", "calls", "fuse_requests",
+    "outside_us", "wire_us", "server_us"}}, a figure left None where a side
+    keeps none."""
     d = os.path.join(mnt, f"ops-{os.getpid()}-{time.monotonic_ns()}")
     os.mkdir(d)
     data = b"x" * 100
@@ -95,16 +104,17 @@ def per_op(mnt, n, server, client=None):
            "rename": lambda i: os.rename(f"{d}/f{i}", f"{d}/g{i}"), "unlink": lambda i: os.unlink(f"{d}/g{i}")}
     out = {}
     for name in OPS:
-        s0, c0 = server(), client() if client else (0, None)
+        s0, c0, r0 = server(), client() if client else (0, None), requests() if requests else None
         t0 = time.perf_counter()
         for i in range(n):
             fns[name](i)
         wall = (time.perf_counter() - t0) / n
-        s1, c1 = server(), client() if client else (0, None)
+        s1, c1, r1 = server(), client() if client else (0, None), requests() if requests else None
         srv = (s1[1] - s0[1]) / n if s0[1] is not None else None
         cli = (c1[1] - c0[1]) / n if c0[1] is not None else None
         us = lambda x: x * 1e6 if x is not None else None
         out[name] = {"us": wall * 1e6, "calls": (s1[0] - s0[0]) / n,
+                     "fuse_requests": (r1 - r0) / n if requests else None,
                      "outside_us": us(wall - cli) if cli is not None else None,
                      "wire_us": us(cli - srv) if cli is not None and srv is not None else None,
                      "server_us": us(srv)}

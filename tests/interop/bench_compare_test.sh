@@ -52,6 +52,8 @@ assert sf["inputs"]["tar_files"] == 100 and sf["inputs"]["repo_files"] > 0, sf["
 for t in ("fuse rdma", "fuse tcp"):
     ops = sf["ops"][t]
     assert ops["create+write+close"]["calls"] >= 2 and ops["unlink"]["calls"] >= 1, ops
+    # FUSE requests: at least create, write and release; open and release.
+    assert ops["create+write+close"]["fuse_requests"] >= 3 and ops["open+read+close"]["fuse_requests"] >= 2, ops
     for op, v in ops.items():
         assert v["us"] > 0 and None not in (v["outside_us"], v["wire_us"], v["server_us"]), (t, op, v)
 print("ok: small files through both mounts")
