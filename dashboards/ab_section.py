@@ -32,6 +32,9 @@ def table(ab, repeats):
     lines = [title(ab, repeats) + "; ratio: new / base", head, "-" * len(head)]
     for c in ab["cells"]:
         name = f"{c['transport']} {LABEL[c['workload']]} {c['bs']} QD{c['iodepth']}"
+        if "error" in c:
+            lines.append(f"{name:<24} failed: {c['error'][:80]}")
+            continue
         row = f"{name:<24}"
         for _, _, key, digits in FIGURES:
             row += (f"{fmt(value(c['base'], key), digits):>12}{fmt(value(c['new'], key), digits):>10}"
@@ -46,6 +49,10 @@ def section(ab, repeats):
     head = "<tr><th>cell</th>" + "".join(f"<th>{h}: base</th><th>new</th><th>new / base</th>" for h, _, _, _ in FIGURES) + "</tr>"
     rows = []
     for c in ab["cells"]:
+        if "error" in c:
+            rows.append(f"<tr><td>{html.escape(c['transport'])} {LABEL[c['workload']]} {html.escape(c['bs'])} "
+                        f"QD{c['iodepth']}</td><td colspan={3 * len(FIGURES)}>failed: {html.escape(c['error'])}</td></tr>")
+            continue
         cells = "".join(f"<td>{fmt(value(c['base'], k), d)}</td><td>{fmt(value(c['new'], k), d)}</td>"
                         f"<td>{fmt(ratio_of(c, k), 2)}</td>" for _, _, k, d in FIGURES)
         rows.append(f"<tr><td>{html.escape(c['transport'])} {LABEL[c['workload']]} {html.escape(c['bs'])} "

@@ -19,21 +19,48 @@ DEFAULT_CELLS = "randread:4k:32,randwrite:4k:32"
 EXPORT_OPTIONS = "rw,no_root_squash"
 
 
+def bytes_of(bs):
+    """fio's block size ("4k", "1M", "65536") in bytes; ValueError otherwise."""
+    units = {"k": 1 << 10, "m": 1 << 20}
+    s = bs.lower()
+    n = int(s[:-1]) * units[s[-1]] if s and s[-1] in units else int(s)
+    if n <= 0:
+        raise ValueError(bs)
+    return n
+
+
 def parse_cells(text):
-    """"rw:bs:depth,..." -> [(rw, bs, depth)]."""
+    """"rw:bs:depth,..." -> [(rw, bs, depth)]; ValueError naming what is wrong."""
     cells = []
     for item in text.split(","):
         parts = item.strip().split(":")
-        if len(parts) != 3 or parts[0] not in matrix.WORKLOADS or not parts[2].isdigit():
-            raise ValueError(f"'{item}' is not workload:bs:depth (workload one of {', '.join(matrix.WORKLOADS)})")
+        ok = len(parts) == 3 and parts[0] in matrix.WORKLOADS and parts[2].isdigit() and int(parts[2]) > 0
+        try:
+            ok = ok and bytes_of(parts[1]) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"'{item}' is not workload:bs:depth (workload one of {', '.join(matrix.WORKLOADS)}, "
+                             "bs like 4k or 1M, depth above 0)")
         cells.append((parts[0], parts[1], int(parts[2])))
     return cells
 
 
-def bytes_of(bs):
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    s = bs.lower()
-    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+def parse_transports(text):
+    transports = text.split(",") if text else ["rdma", "tcp"]
+    if not transports or any(t not in ("rdma", "tcp") for t in transports):
+        raise ValueError(f"'{text}' is not a list of rdma and tcp")
+    return transports
+
+
+def lay_out(path, size=256 << 20):
+    """The file every cell reads and writes, written through the page cache
+    and flushed: no side starts on a cold file, or under its writeback."""
+    with open(path, "wb") as f:
+        for _ in range(size // (1 << 20)):
+            f.write(os.urandom(1 << 20))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def commit_of(build):
@@ -64,10 +91,10 @@ def run(a, measure, log):
     for b in builds.values():
         check_build(b)
     cells = parse_cells(a.cells or DEFAULT_CELLS)
-    transports = a.transports.split(",") if a.transports else ["rdma", "tcp"]
+    transports = parse_transports(a.transports)
     repeats, seconds = a.repeats or 3, a.seconds or 8
     h = harness.Host(a.build, a.provider, workdir=a.workdir)
-    runs = collections.defaultdict(list)
+    runs, failed = collections.defaultdict(list), {}
     try:
         laid_out = False
         for rnd in range(repeats):
@@ -77,14 +104,21 @@ def run(a, measure, log):
                         h.build = builds[who]
                         server = h.start_server(EXPORT_OPTIONS)
                         if not laid_out:
-                            matrix.lay_out(matrix.file_args(os.path.join(h.export, "data")), "256M")
+                            lay_out(os.path.join(h.export, "data"))
                             laid_out = True
                         name = f"{rnd}-{t}-{rw}-{bs}-qd{depth}-{who}"
                         args = (matrix.engine_args(h, os.path.join(builds[who], "fio-engine/nfsrdma.so"), t, "data") +
                                 matrix.fio_common(name, rw, bs, depth, seconds, "256M") +
                                 [f"--numjobs={a.jobs}", "--group_reporting"])
-                        s = measure(h, args, os.path.join(h.work, name), 1, rw, [server.pid], p_seconds=seconds)
-                        h.stop_process(server)
+                        try:
+                            s = measure(h, args, os.path.join(h.work, name), 1, rw, [server.pid], p_seconds=seconds)
+                        except RuntimeError as e:  # the other runs still count; this one is said and left out
+                            log(f"round {rnd + 1}/{repeats} {t:4} {matrix.LABEL[rw]:10} {bs:>3} QD{depth:<3} {who:4} "
+                                f"failed: {e}")
+                            failed[(t, rw, bs, depth, who)] = str(e)
+                            continue
+                        finally:
+                            h.stop_process(server)
                         runs[(t, rw, bs, depth, who)].append({
                             "iops": s["iops"]["median"], "bw_MiBps": s["bw_MiBps"]["median"],
                             "lat_us": s["lat_us"],
@@ -101,6 +135,10 @@ def run(a, measure, log):
     for t in transports:
         for rw, bs, depth in cells:
             cell = {"transport": t, "workload": rw, "bs": bs, "iodepth": depth}
+            if not all(runs[(t, rw, bs, depth, who)] for who in ("base", "new")):
+                cell["error"] = next(failed[k] for k in failed if k[:4] == (t, rw, bs, depth))
+                out["cells"].append(cell)
+                continue
             for who in ("base", "new"):
                 cell[who] = harness.summarise(runs[(t, rw, bs, depth, who)], keys)
             ratio = lambda f: f(cell["new"]) / f(cell["base"]) if f(cell["base"]) else None

@@ -203,8 +203,8 @@ def main():
     ap.add_argument("--build", default="build", help="meson build directory (default: build)")
     ap.add_argument("--out", help="directory for results.json and report.html (default: BUILD/bench/<time>)")
     ap.add_argument("--provider", default="tcp", help="libfabric provider (default: tcp)")
-    ap.add_argument("--repeats", type=int, help="override the preset's repeats")
-    ap.add_argument("--seconds", type=float, help="override the preset's seconds per run")
+    ap.add_argument("--repeats", type=int, help="override the preset's repeats (ab: rounds, default 3)")
+    ap.add_argument("--seconds", type=float, help="override the preset's seconds per run (ab: default 8)")
     ap.add_argument("--fio-client", action="append", default=[], metavar="HOST",
                     help="run the fio engine jobs on HOST through fio's client/server mode (`fio --server` "
                          "running there); repeatable. The FUSE path and peers stay on this host")
@@ -225,11 +225,16 @@ def main():
     a = ap.parse_args()
     if (a.preset == "ab") != bool(a.base):
         ap.error("--base goes with --preset ab, and --preset ab needs it")
-    if a.cells:
+    for opt, check in (("--cells", lambda: a.cells and ab.parse_cells(a.cells)),
+                       ("--transports", lambda: a.transports and ab.parse_transports(a.transports))):
         try:
-            ab.parse_cells(a.cells)
+            check()
         except ValueError as e:
-            ap.error(f"--cells: {e}")
+            ap.error(f"{opt}: {e}")
+    if a.preset != "ab" and (a.cells or a.transports or a.workdir or a.jobs != 1):
+        ap.error("--cells, --transports, --jobs and --workdir go with --preset ab")
+    if a.jobs < 1 or (a.repeats is not None and a.repeats < 1) or (a.seconds is not None and a.seconds <= 0):
+        ap.error("--jobs and --repeats must be 1 or more, --seconds above 0")
     if os.geteuid() != 0:
         sys.exit("bench/compare: needs root (the server, FUSE mounts, network namespaces)")
     engine = os.path.abspath(f"{a.build}/fio-engine/nfsrdma.so")

@@ -182,6 +182,7 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
       if (!spare_bytes_.empty()) {
         job.bytes = std::move(spare_bytes_.back());
         spare_bytes_.pop_back();
+        spare_room_ -= job.bytes.capacity();
       }
       Pieces copied = c.pieces;
       if (c.payload_registered) copied.payload = {};
@@ -202,9 +203,11 @@ void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& f
     Job& job = queued_.front();
     if (issue_locked(job.call, job.handler, failed) == Issue::wait) return;  // out of buffers: wait for replies
     Job done = queued_.pop_front();
-    // Its room kept for the next call that waits, as many as could wait at
-    // once with every credit taken; the bounce buffer's size at most each.
-    if (spare_bytes_.size() < options_.max_credits && done.bytes.capacity() <= options_.bounce_bytes) {
+    // Its room kept for the next call that waits, up to kSpareRoom in all:
+    // what calls of a few KiB (whose payload is copied) need at any depth,
+    // and a few of 1 MiB.
+    if (spare_room_ + done.bytes.capacity() <= kSpareRoom) {
+      spare_room_ += done.bytes.capacity();
       spare_bytes_.push_back(std::move(done.bytes));
     }
   }

@@ -96,10 +96,13 @@ class RdmaClient final : public rpc::ClientTransport {
   // A call waiting for a credit or buffers, with its bytes copied (but a
   // registered payload, which the caller keeps until the reply).
   struct Job {
-    Call call;  // its pieces point into `bytes`
+    Call call;  // its pieces point into `bytes`, whose heap buffer a move keeps
     std::vector<std::uint8_t> bytes;
     rpc::ReplyHandler handler;
   };
+  // The queue moves Jobs as it grows: a vector moves them, keeping `bytes`'
+  // buffer, only if that cannot throw; otherwise it would copy them.
+  static_assert(std::is_nothrow_move_constructible_v<Job>);
   enum class Issue { sent, failed, wait };
   struct Pending {
     rpc::ReplyHandler handler;
@@ -149,7 +152,9 @@ class RdmaClient final : public rpc::ClientTransport {
   std::uint64_t bounce_bytes_ = 0;
   std::vector<std::unique_ptr<CallerRegion>> regions_;
   Fifo<Job> queued_;
+  static constexpr std::size_t kSpareRoom = 8 << 20;
   std::vector<std::vector<std::uint8_t>> spare_bytes_;  // the room of Jobs issued, for the next ones
+  std::size_t spare_room_ = 0;                          // their capacity, at most kSpareRoom
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::unordered_map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint8_t> head_;  // a transport header being encoded
