@@ -122,11 +122,6 @@ void NfsClient::recycle_locked(Call& c) {
   free_.push_back(std::move(owned));
 }
 
-void NfsClient::unindex_locked(Call& c) {
-  calls_.erase(c.xid);
-  release_locked(c);
-}
-
 thread_local std::uint32_t CallOwner::current_ = 0;
 
 void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
@@ -250,7 +245,8 @@ void NfsClient::end_locked(Call& c, Error e, std::vector<std::pair<Done, Error>>
     ended.emplace_back(std::move(c.done), std::move(e));
   }
   leave_link_locked(c);
-  unindex_locked(c);
+  calls_.erase(c.xid);
+  release_locked(c);  // the index's hold
 }
 
 void NfsClient::cancel_calls_of(std::uint32_t pid) {

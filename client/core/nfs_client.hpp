@@ -221,7 +221,7 @@ class NfsClient {
     std::uint32_t via = 0;      // that link's connection (Link::connection) when it did
     std::chrono::steady_clock::time_point sent_at;
     int timeouts = 0;
-    std::atomic<int> holds{0};  // the index's and the transmits'; back to free_ at 0
+    std::atomic<int> holds{0};  // not under mu_: the index's and the transmits'; back to free_ at 0
   };
   template <class Res>
   struct SyncBox {
@@ -260,8 +260,6 @@ class NfsClient {
   void release(Call& c);
   void release_locked(Call& c);
   void recycle_locked(Call& c);  // to free_, or deleted
-  // Ends `c` in the index (answered, cancelled, timed out): it is answered no more.
-  void unindex_locked(Call& c);
   static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
                             metrics::Counter* placed, ReadDone& done);
   static void complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done);

@@ -255,26 +255,23 @@ namespace {
 
 Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
-// A FUSE operation's name as a template argument, so each has its counter
-// found once (requests<"flush">()).
+// A FUSE operation's name as a template argument (Enter<"flush">).
 template <std::size_t N>
 struct OpName {
   char s[N];
   constexpr OpName(const char (&v)[N]) { std::copy_n(v, N, s); }  // NOLINT: implicit, for the literal
 };
-template <OpName op>
-metrics::Counter& requests() {
-  static metrics::Counter& c = metrics::registry().counter(
-      "nfsrdma_fuse_requests_total", "Requests from the kernel's FUSE layer, by operation", {{"op", op.s}});
-  return c;
-}
 
 // What every operation that may wait on the server starts with: its calls
-// are its caller's, an interrupt is watched (Filesystem::watch), and it counts.
+// are its caller's, an interrupt is watched (Filesystem::watch), and it is
+// counted by operation, its counter found once.
+template <OpName op>
 struct Enter {
   client::CallOwner owner;
-  Enter(fuse_req_t r, metrics::Counter& counted) : owner(fuse_req_ctx(r)->pid) {
-    counted.inc();
+  explicit Enter(fuse_req_t r) : owner(fuse_req_ctx(r)->pid) {
+    static metrics::Counter& requests = metrics::registry().counter(
+        "nfsrdma_fuse_requests_total", "Requests from the kernel's FUSE layer, by operation", {{"op", op.s}});
+    requests.inc();
     fs(r).watch(r);
   }
 };
@@ -282,7 +279,7 @@ struct Enter {
 const fuse_lowlevel_ops kOps = [] {
   fuse_lowlevel_ops o{};
   o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<Filesystem*>(userdata)->fs_init(conn); };
-  o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r, requests<"lookup">()); fs(r).fs_lookup(r, p, name); };
+  o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter<"lookup"> e(r); fs(r).fs_lookup(r, p, name); };
   o.forget = [](fuse_req_t r, fuse_ino_t ino, std::uint64_t n) {
     fs(r).fs_forget(ino, n);
     fuse_reply_none(r);
@@ -291,58 +288,82 @@ const fuse_lowlevel_ops kOps = [] {
     for (std::size_t i = 0; i < count; ++i) fs(r).fs_forget(list[i].ino, list[i].nlookup);
     fuse_reply_none(r);
   };
-  o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { Enter e(r, requests<"getattr">()); fs(r).fs_getattr(r, ino); };
+  o.getattr = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info*) { Enter<"getattr"> e(r); fs(r).fs_getattr(r, ino); };
   o.setattr = [](fuse_req_t r, fuse_ino_t ino, struct stat* a, int to_set, fuse_file_info* fi) {
-    Enter e(r, requests<"setattr">());
+    Enter<"setattr"> e(r);
     fs(r).fs_setattr(r, ino, a, to_set, fi);
   };
-  o.readlink = [](fuse_req_t r, fuse_ino_t ino) { Enter e(r, requests<"readlink">()); fs(r).fs_readlink(r, ino); };
+  o.readlink = [](fuse_req_t r, fuse_ino_t ino) { Enter<"readlink"> e(r); fs(r).fs_readlink(r, ino); };
   o.mknod = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, dev_t rdev) {
-    Enter e(r, requests<"mknod">());
+    Enter<"mknod"> e(r);
     fs(r).fs_mknod(r, p, name, mode, rdev);
   };
-  o.mkdir = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode) { Enter e(r, requests<"mkdir">()); fs(r).fs_mkdir(r, p, name, mode); };
-  o.unlink = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r, requests<"unlink">()); fs(r).fs_remove(r, p, name, Proc::REMOVE); };
-  o.rmdir = [](fuse_req_t r, fuse_ino_t p, const char* name) { Enter e(r, requests<"rmdir">()); fs(r).fs_remove(r, p, name, Proc::RMDIR); };
+  o.mkdir = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode) {
+    Enter<"mkdir"> e(r);
+    fs(r).fs_mkdir(r, p, name, mode);
+  };
+  o.unlink = [](fuse_req_t r, fuse_ino_t p, const char* name) {
+    Enter<"unlink"> e(r);
+    fs(r).fs_remove(r, p, name, Proc::REMOVE);
+  };
+  o.rmdir = [](fuse_req_t r, fuse_ino_t p, const char* name) {
+    Enter<"rmdir"> e(r);
+    fs(r).fs_remove(r, p, name, Proc::RMDIR);
+  };
   o.symlink = [](fuse_req_t r, const char* target, fuse_ino_t p, const char* name) {
-    Enter e(r, requests<"symlink">());
+    Enter<"symlink"> e(r);
     fs(r).fs_symlink(r, target, p, name);
   };
   o.rename = [](fuse_req_t r, fuse_ino_t p, const char* name, fuse_ino_t np, const char* nname, unsigned flags) {
-    Enter e(r, requests<"rename">());
+    Enter<"rename"> e(r);
     fs(r).fs_rename(r, p, name, np, nname, flags);
   };
-  o.link = [](fuse_req_t r, fuse_ino_t ino, fuse_ino_t np, const char* nname) { Enter e(r, requests<"link">()); fs(r).fs_link(r, ino, np, nname); };
-  o.open = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r, requests<"open">()); fs(r).fs_open(r, ino, fi); };
+  o.link = [](fuse_req_t r, fuse_ino_t ino, fuse_ino_t np, const char* nname) {
+    Enter<"link"> e(r);
+    fs(r).fs_link(r, ino, np, nname);
+  };
+  o.open = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter<"open"> e(r); fs(r).fs_open(r, ino, fi); };
   o.create = [](fuse_req_t r, fuse_ino_t p, const char* name, mode_t mode, fuse_file_info* fi) {
-    Enter e(r, requests<"create">());
+    Enter<"create"> e(r);
     fs(r).fs_create(r, p, name, mode, fi);
   };
   o.read = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
-    Enter e(r, requests<"read">());
+    Enter<"read"> e(r);
     fs(r).fs_read(r, ino, size, off, fi);
   };
   o.write_buf = [](fuse_req_t r, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
-    Enter e(r, requests<"write_buf">());
+    Enter<"write_buf"> e(r);
     fs(r).fs_write_buf(r, ino, in, off, fi);
   };
-  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r, requests<"flush">()); fs(r).fs_flush(r, ino, fi); };
-  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { Enter e(r, requests<"fsync">()); fs(r).fs_fsync(r, ino); };
-  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter e(r, requests<"release">()); fs(r).fs_release(r, fi); };
-  o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) { Enter e(r, requests<"getlk">()); fs(r).fs_getlk(r, ino, fi, l); };
+  o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter<"flush"> e(r); fs(r).fs_flush(r, ino, fi); };
+  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { Enter<"fsync"> e(r); fs(r).fs_fsync(r, ino); };
+  o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter<"release"> e(r); fs(r).fs_release(r, fi); };
+  o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) {
+    Enter<"getlk"> e(r);
+    fs(r).fs_getlk(r, ino, fi, l);
+  };
   o.setlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l, int sleep) {
-    Enter e(r, requests<"setlk">());
+    Enter<"setlk"> e(r);
     fs(r).fs_setlk(r, ino, fi, l, sleep);
   };
-  o.flock = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, int op) { Enter e(r, requests<"flock">()); fs(r).fs_flock(r, ino, fi, op); };
-  o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter e(r, requests<"opendir">()); fs(r).fs_opendir(r, ino, fi); };
+  o.flock = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, int op) {
+    Enter<"flock"> e(r);
+    fs(r).fs_flock(r, ino, fi, op);
+  };
+  o.opendir = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) {
+    Enter<"opendir"> e(r);
+    fs(r).fs_opendir(r, ino, fi);
+  };
   o.readdirplus = [](fuse_req_t r, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
-    Enter e(r, requests<"readdirplus">());
+    Enter<"readdirplus"> e(r);
     fs(r).fs_readdirplus(r, ino, size, off, fi);
   };
-  o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter e(r, requests<"releasedir">()); fs(r).fs_releasedir(r, fi); };
+  o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) {
+    Enter<"releasedir"> e(r);
+    fs(r).fs_releasedir(r, fi);
+  };
   o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
-  o.statfs = [](fuse_req_t r, fuse_ino_t ino) { Enter e(r, requests<"statfs">()); fs(r).fs_statfs(r, ino); };
+  o.statfs = [](fuse_req_t r, fuse_ino_t ino) { Enter<"statfs"> e(r); fs(r).fs_statfs(r, ino); };
   return o;
 }();
 
