@@ -214,7 +214,7 @@ TEST_P(Allocations, NoneForWritesFromUnregisteredMemory) {
 
 TEST_P(Allocations, NoneWhenCallsWaitForCredits) {
   // 32 in flight on 8 credits over RDMA: most calls wait in the transport's
-  // queue, copied, for a reply to free a credit.
+  // queue for a reply to free a credit, read from the client's record in place.
   connect_client(8);
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_LT(per_call(false, 4000, 20000), kBound);

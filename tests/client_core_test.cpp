@@ -349,6 +349,76 @@ TEST_P(ClientCore, CancelledCallsEndOnceWithEintr) {
   EXPECT_TRUE(r.ok() && r->status == NFS3_OK);
 }
 
+// A cancelled call still waiting for RPC-RDMA credits goes out later as it
+// was made: the transport reads it from the call's record, which is not
+// reused until the transport is done with it. With one credit and the server
+// stopped, a process's GETATTRs wait in the transport and are cancelled,
+// then another process's READs are made (taking ended records first): the
+// server gets 8 GETATTRs and 8 READs, not READs in the GETATTRs' place.
+TEST_P(ClientCore, CancelledCallsWaitingForCreditsGoOutAsMade) {
+  std::vector<std::uint8_t> data(8 * 4096, 0x3c);
+  write_file(data);
+  const std::uint16_t metrics_port = free_port();
+  server_ = std::make_unique<ServerProcess>(
+      std::vector<std::string>{dir_.path() + " " + test_client_host() + "(rw,no_root_squash)"},
+      std::vector<std::string>{"--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+  // Before the client: its destructor ends calls left, whose callbacks use these.
+  std::mutex mu;
+  std::condition_variable cv;
+  int cancelled = 0, read_ok = 0;
+  std::vector<std::uint8_t> got(data.size());  // not registered: the READs' buffers are not open to the server
+  NfsClientOptions o = options(dir_.path());
+  o.credits = 1;
+  auto c = NfsClient::connect(o);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  NfsClient& nfs = **c;
+  const nfs_fh3 fh = file_handle(nfs);
+  ASSERT_NE(fh.len, 0u);
+  auto served = [&](const char* proc) {
+    return metric(scrape(metrics_port), std::string("nfsrdma_server_calls_total{program=\"NFS\",proc=\"") + proc + "\"}");
+  };
+  const double getattrs_before = served("GETATTR");
+
+  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }  // however the test ends
+  } resume{server_->pid()};
+  for (int i = 0; i < 8; ++i) {
+    client::CallOwner as(4242);
+    nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [&](Result<GETATTR3res> r) {
+      std::lock_guard g(mu);
+      cancelled += !r && r.error().code == EINTR;
+      cv.notify_all();
+    });
+  }
+  nfs.cancel_calls_of(4242);
+  {
+    std::unique_lock g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(30), [&] { return cancelled == 8; })) << "cancelled calls never ended";
+  }
+  for (int i = 0; i < 8; ++i) {
+    client::CallOwner as(4343);
+    nfs.read(fh, 4096u * i, std::span(got).subspan(4096u * i, 4096), [&](Result<NfsClient::ReadResult> r) {
+      std::lock_guard g(mu);
+      read_ok += r && r->status == NFS3_OK && r->count == 4096;
+      cv.notify_all();
+    });
+  }
+  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  {
+    std::unique_lock g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(60), [&] { return read_ok == 8; })) << "READs never completed";
+  }
+  EXPECT_EQ(got, data);
+  // The cancelled GETATTRs' replies come back after the READs' at the latest.
+  for (int i = 0; i < 100 && served("GETATTR") - getattrs_before < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(served("GETATTR") - getattrs_before, 8);
+  EXPECT_EQ(served("READ"), 8);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientCore, ::testing::Values(Proto::rdma, Proto::tcp),
                          [](const auto& p) { return p.param == Proto::rdma ? "rdma" : "tcp"; });
 

@@ -29,7 +29,9 @@ struct Sizes {
 inline Result<std::vector<std::uint8_t>> rdma_raw(rpc::ClientTransport& t, Proc proc, const std::vector<std::uint8_t>& args,
                                            Sizes sz) {
   std::uint32_t xid = rpc::next_xid();
-  std::vector<std::uint8_t> msg = make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), args);
+  // The handler keeps the message: the transport may send it after a timeout here.
+  auto held = std::make_shared<std::vector<std::uint8_t>>(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), args));
+  const std::vector<std::uint8_t>& msg = *held;
   rpc::OutgoingCall call;
   call.xid = xid;
   call.reply_max_bytes = sz.reply_max;
@@ -43,7 +45,7 @@ inline Result<std::vector<std::uint8_t>> rdma_raw(rpc::ClientTransport& t, Proc 
   }
   auto promise = std::make_shared<std::promise<Result<std::vector<std::uint8_t>>>>();
   auto fut = promise->get_future();
-  t.call(call, [promise, xid](Result<std::span<const std::uint8_t>> reply) {
+  t.call(call, [promise, xid, held](Result<std::span<const std::uint8_t>> reply) {
     if (!reply) return promise->set_value(reply.error());
     xdr::Decoder d(*reply);
     if (auto r = rpc::check_reply(d, xid); !r) return promise->set_value(r.error());

@@ -335,19 +335,20 @@ TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
   std::thread flood([&] {
     // Up to 64 calls in flight on the first connection until the others are done.
     auto in_flight = std::make_shared<std::atomic<int>>(0);
-    std::vector<std::uint8_t> msg;
     while (flooding) {
       if (*in_flight >= 64) {
         std::this_thread::yield();
         continue;
       }
       const std::uint32_t xid = rpc::next_xid();
-      msg = make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {});
+      // Each call's message lives until its reply: it may wait for credits.
+      auto msg = std::make_shared<std::vector<std::uint8_t>>(
+          make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
       rpc::OutgoingCall call;
       call.xid = xid;
-      call.message = msg;
+      call.message = *msg;
       ++*in_flight;
-      clients[0]->call(call, [in_flight, &flood_replies](Result<std::span<const std::uint8_t>> r) {
+      clients[0]->call(call, [in_flight, &flood_replies, msg](Result<std::span<const std::uint8_t>> r) {
         if (r) ++flood_replies;
         --*in_flight;
       });

@@ -259,10 +259,12 @@ Result<std::vector<std::uint8_t>> raw_call(rpc::ClientTransport& t, std::uint32_
   using Outcome = Result<std::vector<std::uint8_t>>;
   auto promise = std::make_shared<std::promise<Outcome>>();
   auto future = promise->get_future();
+  // A copy the handler keeps: the transport may send it after a timeout here.
+  auto held = std::make_shared<std::vector<std::uint8_t>>(message);
   rpc::OutgoingCall call;
   call.xid = xid;
-  call.message = message;
-  t.call(call, [promise](Result<std::span<const std::uint8_t>> reply) {
+  call.message = *held;
+  t.call(call, [promise, held](Result<std::span<const std::uint8_t>> reply) {
     if (!reply) return promise->set_value(reply.error());
     promise->set_value(std::vector<std::uint8_t>(reply->begin(), reply->end()));
   });

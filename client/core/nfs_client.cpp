@@ -77,6 +77,7 @@ NfsClient::Call& NfsClient::start_call(Proc proc, const Identity* as) {
   }
   if (!taken) {
     taken = std::make_unique<Call>();
+    taken->client = this;
     taken->message.reserve(512);  // a call header and the arguments of any but a WRITE with its data inline
   }
   Call& c = *taken.release();  // owned by the index from send() on
@@ -152,9 +153,12 @@ void NfsClient::send(Call& c) {
                        : d(Error{ErrorDomain::rpc, EINTR, Action::fail, "nfs: the calling process was killed"});
     }
     // An xid still in flight after 2^32 calls: this one takes the next.
-    while (!calls_.emplace(c.xid, &c).second) {
-      c.xid = rpc::next_xid();
-      xdr::store_be32(c.message.data(), c.xid);
+    for (bool added = false; !added;) {
+      std::tie(c.indexed, added) = calls_.emplace(c.xid, &c);
+      if (!added) {
+        c.xid = rpc::next_xid();
+        xdr::store_be32(c.message.data(), c.xid);
+      }
     }
     out = prepare_locked(c);
   }
@@ -180,7 +184,9 @@ std::optional<NfsClient::Sending> NfsClient::prepare_locked(Call& c) {
   ++best->calls;
   best->series.calls->inc();
   best->series.sent->inc(c.message.size() + c.payload.size());
-  c.holds.fetch_add(1, std::memory_order_relaxed);  // the transmit's: its bytes stay until call() returns
+  // The transmit's, until call() returns, and its reply handler's, which
+  // may run before that (a transport reading its bytes still).
+  c.holds.fetch_add(2, std::memory_order_relaxed);
   return Sending{&c, c.via, best->transport};
 }
 
@@ -194,33 +200,36 @@ void NfsClient::transmit(const Sending& s) {
   call.reply_max_bytes = c.sizes.reply_max;
   call.reply_payload_max = c.sizes.reply_payload_max;
   // Two words of capture, which std::function keeps without allocating.
-  std::uint32_t xid = c.xid, via = s.via;
-  s.transport->call(call, [this, xid, via](Result<std::span<const std::uint8_t>> reply) {
-    on_reply(xid, via, std::move(reply));
+  Call* held = s.call;
+  std::uint32_t via = s.via;
+  s.transport->call(call, [held, via](Result<std::span<const std::uint8_t>> reply) {
+    held->client->on_reply(*held, via, std::move(reply));
   });
   release(*s.call);
 }
 
-void NfsClient::on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<const std::uint8_t>> reply) {
+void NfsClient::on_reply(Call& c, std::uint32_t via, Result<std::span<const std::uint8_t>> reply) {
   Done done;
+  std::uint32_t xid = 0;
   {
     std::lock_guard lk(mu_);
-    auto it = calls_.find(xid);
-    if (it == calls_.end() || it->second->link < 0 || it->second->via != via) return;  // answered, or resent since
-    Call& c = *it->second;
+    // Answered or ended (off its link), or resent since on another connection.
+    if (c.link < 0 || c.via != via) return release_locked(c);
     Link& link = links_[c.link];
     if (!reply && (reply.error().action != Action::fail || link.failing || link.closing)) {
       // The connection broke under this call, or is being shut (which ends
       // its calls): it goes again on another.
       fail_link_locked(link, reply.error().describe());
-      return;
+      return release_locked(c);
     }
     if (reply) link.series.received->inc(reply->size());
     leave_link_locked(c);
     done = std::move(c.done);
     done.placed = link.series.received;
-    calls_.erase(it);
-    release_locked(c);
+    xid = c.xid;
+    calls_.erase(c.indexed);
+    release_locked(c);  // the index's
+    release_locked(c);  // this handler's
   }
   if (!reply) return done(reply.error());
   xdr::Decoder d(*reply);
@@ -245,7 +254,7 @@ void NfsClient::end_locked(Call& c, Error e, std::vector<std::pair<Done, Error>>
     ended.emplace_back(std::move(c.done), std::move(e));
   }
   leave_link_locked(c);
-  calls_.erase(c.xid);
+  calls_.erase(c.indexed);
   release_locked(c);  // the index's hold
 }
 

@@ -204,9 +204,13 @@ class NfsClient {
   };
   // One call, from its encoding to its end: the one record of it, indexed
   // once by xid (calls_) and kept for the next call when it ends (free_), so
-  // its buffers keep their room. A transmit holds it (`holds`) while the
-  // transport reads its bytes; the index holds it until it is answered or ended.
+  // its buffers keep their room. The index holds it (`holds`) until it is
+  // answered or ended; each transmit holds it until the transport's call()
+  // returns, and again until the transport ran its reply handler, so the
+  // transport may send its bytes later and the handler finds the record by
+  // pointer, not by xid.
   struct Call {
+    NfsClient* client = nullptr;  // the owner, for the reply handler
     std::uint32_t xid = 0;
     // The wire's part, unchanged while it is carried.
     std::vector<std::uint8_t> message;       // the whole call: header, args up to the payload
@@ -221,7 +225,8 @@ class NfsClient {
     std::uint32_t via = 0;      // that link's connection (Link::connection) when it did
     std::chrono::steady_clock::time_point sent_at;
     int timeouts = 0;
-    std::atomic<int> holds{0};  // not under mu_: the index's and the transmits'; back to free_ at 0
+    std::pmr::map<std::uint32_t, Call*>::iterator indexed;  // its place in calls_, while it is there
+    std::atomic<int> holds{0};  // not under mu_: the index's, the transmits' and the handlers'; back to free_ at 0
   };
   template <class Res>
   struct SyncBox {
@@ -276,7 +281,8 @@ class NfsClient {
   // while every link is down (it is sent when one comes back).
   std::optional<Sending> prepare_locked(Call& c);
   void transmit(const Sending& s);
-  void on_reply(std::uint32_t xid, std::uint32_t via, Result<std::span<const std::uint8_t>> reply);
+  // The handler of `c`'s transmit on connection `via`: once per transmit.
+  void on_reply(Call& c, std::uint32_t via, Result<std::span<const std::uint8_t>> reply);
 
   // One connection of the mount, by addresses; its transport while it works.
   // Per connection index, shared by every client in the process (fio jobs).

@@ -149,13 +149,16 @@ NfsClient::~NfsClient() {
       l.parked.clear();
     }
     progressing_.reset();
-    for (auto& [xid, c] : calls_) left.push_back(c);
+    for (auto& [xid, c] : calls_) {
+      c->link = -1;  // the transports' handlers, run by shutdown(), only let go of it
+      left.push_back(c);
+    }
     calls_.clear();
   }
   for (auto& t : old) t->shutdown();
   for (Call* c : left) {
     c->done(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
-    delete c;  // no transmit holds it: no thread calls in while the client is destroyed
+    delete c;  // nothing else holds it now: shutdown() ran every handler, and no thread calls in
   }
   for (auto& [d, e] : parked) d(Error{ErrorDomain::rpc, ECANCELED, Action::fail, "nfs: client shut down"});
 }

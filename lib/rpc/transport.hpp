@@ -53,8 +53,10 @@ using ReplyHandler = std::function<void(Result<std::span<const std::uint8_t>>)>;
 class ClientTransport {
  public:
   virtual ~ClientTransport() = default;
-  // Sends a call. `on_reply` may run on the transport's own thread, before or
-  // after call() returns; the spans in `call` need only live until call() returns.
+  // Sends a call. `on_reply` runs exactly once, maybe on the transport's own
+  // thread, before or after call() returns. The bytes `call`'s spans view
+  // stay the caller's until then and unchanged: a transport may send them
+  // later (RPC-RDMA, a call waiting for credits) rather than copy them.
   virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
   // Fails every call still pending and stops; no callback runs after it
   // returns, but one a caller-driven progress() on another thread had

@@ -175,23 +175,7 @@ void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply)
       failed.emplace_back(std::move(on_reply),
                           Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: RDMA connection to " + peer_ + " is down"});
     } else if (!queued_.empty() || in_flight_ >= credits_ || issue_locked(c, on_reply, failed) == Issue::wait) {
-      // It waits its turn: copied, but for a payload in registered memory (zero copy).
-      Job& job = queued_.emplace_back();
-      job.handler = std::move(on_reply);
-      job.call = c;
-      if (!spare_bytes_.empty()) {
-        job.bytes = std::move(spare_bytes_.back());
-        spare_bytes_.pop_back();
-        spare_room_ -= job.bytes.capacity();
-      }
-      Pieces copied = c.pieces;
-      if (c.payload_registered) copied.payload = {};
-      job.bytes.resize(copied.size());
-      copied.copy(0, copied.size(), job.bytes.data());
-      auto bytes = std::span<const std::uint8_t>(job.bytes);
-      job.call.pieces.head = bytes.first(copied.head.size());
-      if (!c.payload_registered) job.call.pieces.payload = bytes.subspan(copied.head.size(), copied.payload.size());
-      job.call.pieces.tail = bytes.last(copied.tail.size());
+      queued_.emplace_back(Job{c, std::move(on_reply)});  // its turn comes with a reply (pump_locked)
       pump_locked(failed);
     }
   }
@@ -202,14 +186,7 @@ void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& f
   while (!queued_.empty() && in_flight_ < credits_) {
     Job& job = queued_.front();
     if (issue_locked(job.call, job.handler, failed) == Issue::wait) return;  // out of buffers: wait for replies
-    Job done = queued_.pop_front();
-    // Its room kept for the next call that waits, up to kSpareRoom in all:
-    // what calls of a few KiB (whose payload is copied) need at any depth,
-    // and a few of 1 MiB.
-    if (spare_room_ + done.bytes.capacity() <= kSpareRoom) {
-      spare_room_ += done.bytes.capacity();
-      spare_bytes_.push_back(std::move(done.bytes));
-    }
+    queued_.pop_front();
   }
 }
 

@@ -4,9 +4,10 @@
 //
 // Theory of operation: call() issues a call at once, straight from the
 // caller's buffers, when a credit and the bounce buffers its plan needs are
-// free; otherwise it copies the call into a Job that waits in order in
-// `queued_` (its buffer kept for the next Job once it is issued, so calls
-// waiting for credits allocate nothing either). Credits start at 1 after connect,
+// free; otherwise the call waits in order in `queued_` as it came, its bytes
+// still the caller's (which keeps them until the reply handler runs:
+// rpc::ClientTransport::call), so a call waiting for credits is neither
+// copied nor allocates. Credits start at 1 after connect,
 // follow each reply's grant (0 counts as 1) and never exceed our maximum. The
 // progress thread reaps completions: a reply releases its buffers, is handed
 // to the caller's handler where it landed (or rebuilt into a plain RPC reply
@@ -93,16 +94,11 @@ class RdmaClient final : public rpc::ClientTransport {
     std::span<std::uint8_t> direct_reply;  // in a CallerRegion: the Write chunk points there
     std::uint32_t reply_max = 0, reply_payload_max = 0;
   };
-  // A call waiting for a credit or buffers, with its bytes copied (but a
-  // registered payload, which the caller keeps until the reply).
+  // A call waiting for a credit or buffers: its pieces are the caller's.
   struct Job {
-    Call call;  // its pieces point into `bytes`, whose heap buffer a move keeps
-    std::vector<std::uint8_t> bytes;
+    Call call;
     rpc::ReplyHandler handler;
   };
-  // The queue moves Jobs as it grows: a vector moves them, keeping `bytes`'
-  // buffer, only if that cannot throw; otherwise it would copy them.
-  static_assert(std::is_nothrow_move_constructible_v<Job>);
   enum class Issue { sent, failed, wait };
   struct Pending {
     rpc::ReplyHandler handler;
@@ -152,9 +148,6 @@ class RdmaClient final : public rpc::ClientTransport {
   std::uint64_t bounce_bytes_ = 0;
   std::vector<std::unique_ptr<CallerRegion>> regions_;
   Fifo<Job> queued_;
-  static constexpr std::size_t kSpareRoom = 8 << 20;
-  std::vector<std::vector<std::uint8_t>> spare_bytes_;  // the room of Jobs issued, for the next ones
-  std::size_t spare_room_ = 0;                          // their capacity, at most kSpareRoom
   std::pmr::unsynchronized_pool_resource pending_nodes_;  // pending_'s, kept for the next calls
   std::pmr::unordered_map<std::uint32_t, Pending> pending_{&pending_nodes_};
   std::vector<std::uint8_t> head_;  // a transport header being encoded
