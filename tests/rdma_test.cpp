@@ -30,14 +30,15 @@ TEST_F(OverRdma, CreditsGrowWithUseToTheServersGrant) {
   for (int round = 0; round < 20 && rdma_->credits() < 128; ++round) {
     auto left = std::make_shared<std::atomic<int>>(200);
     auto done = std::make_shared<std::promise<void>>();
-    std::vector<std::vector<std::uint8_t>> msgs;
     for (int i = 0; i < 200; ++i) {
       std::uint32_t xid = rpc::next_xid();
-      msgs.push_back(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
+      // Each message lives until its reply: it may wait for credits.
+      auto msg = std::make_shared<std::vector<std::uint8_t>>(
+          make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
       rpc::OutgoingCall c;
       c.xid = xid;
-      c.message = msgs.back();
-      rdma_->call(c, [left, done](Result<std::span<const std::uint8_t>>) {
+      c.message = *msg;
+      rdma_->call(c, [left, done, msg](Result<std::span<const std::uint8_t>>) {
         if (--*left == 0) done->set_value();
       });
     }
@@ -135,15 +136,14 @@ TEST_F(OverRdma, ManyCallsStayWithinTheGrantedCredits) {
   std::mutex mu;
   std::condition_variable cv;
   int left = 300, failures = 0;
-  std::vector<std::vector<std::uint8_t>> msgs;
-  msgs.reserve(300);
   for (int i = 0; i < 300; ++i) {
     std::uint32_t xid = rpc::next_xid();
-    msgs.push_back(make_call(xid, kProgram, kVersion, 1, args));
+    // Each message lives until its reply: it may wait for credits.
+    auto msg = std::make_shared<std::vector<std::uint8_t>>(make_call(xid, kProgram, kVersion, 1, args));
     rpc::OutgoingCall c;
     c.xid = xid;
-    c.message = msgs.back();
-    rdma_->call(c, [&, xid](Result<std::span<const std::uint8_t>> reply) {
+    c.message = *msg;
+    rdma_->call(c, [&, xid, msg](Result<std::span<const std::uint8_t>> reply) {
       bool ok = reply.ok();
       if (ok) {
         xdr::Decoder d(*reply);

@@ -55,8 +55,10 @@ class ClientTransport {
   virtual ~ClientTransport() = default;
   // Sends a call. `on_reply` runs exactly once, maybe on the transport's own
   // thread, before or after call() returns. The bytes `call`'s spans view
-  // stay the caller's until then and unchanged: a transport may send them
-  // later (RPC-RDMA, a call waiting for credits) rather than copy them.
+  // stay the caller's, unchanged, until both call() has returned and
+  // `on_reply` has run: a transport may send them later (RPC-RDMA, a call
+  // waiting for credits) rather than copy them, and may still be sending
+  // them when a broken connection fails the call.
   virtual void call(const OutgoingCall& call, ReplyHandler on_reply) = 0;
   // Fails every call still pending and stops; no callback runs after it
   // returns, but one a caller-driven progress() on another thread had

@@ -86,11 +86,13 @@ TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
   ReplyingPeer peer(16);
   auto client = caller_driven(peer.port());
   ASSERT_TRUE(client);
-  std::vector<std::uint8_t> message(40, 0);
+  // A message each, kept until its reply (rpc::ClientTransport::call).
+  std::vector<std::vector<std::uint8_t>> messages(3, std::vector<std::uint8_t>(40, 0));
   std::size_t ran = 0;
   bool elsewhere = false;
   const auto me = std::this_thread::get_id();
   for (std::uint32_t xid = 1; xid <= 3; ++xid) {
+    auto& message = messages[xid - 1];
     message[3] = static_cast<std::uint8_t>(xid);
     rpc::OutgoingCall call;
     call.xid = xid;
@@ -123,9 +125,12 @@ TEST(CallerDrivenTcpClient, ASendThatFindsTheSocketFullTakesTheRepliesMeanwhile)
   ReplyingPeer peer(kBytes);
   auto client = caller_driven(peer.port());
   ASSERT_TRUE(client);
-  std::vector<std::uint8_t> head(40, 0), payload(kBytes, 0x11);
+  // A head each, kept until its reply (rpc::ClientTransport::call).
+  std::vector<std::vector<std::uint8_t>> heads(kCalls, std::vector<std::uint8_t>(40, 0));
+  std::vector<std::uint8_t> payload(kBytes, 0x11);
   std::size_t ok = 0, failed = 0;
   for (std::uint32_t xid = 1; xid <= kCalls; ++xid) {
+    auto& head = heads[xid - 1];
     head[2] = static_cast<std::uint8_t>(xid >> 8);
     head[3] = static_cast<std::uint8_t>(xid);
     rpc::OutgoingCall call;
@@ -201,9 +206,9 @@ TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
   auto peer = std::make_unique<ReplyingPeer>(16);
   auto client = caller_driven(peer->port());
   ASSERT_TRUE(client);
+  const std::vector<std::uint8_t> m(40, 0);  // kept until the replies (rpc::ClientTransport::call)
   for (int i = 0; i < 100 && peer->replied() == 0; ++i) {
     // Wait for the peer's accept by a round trip.
-    std::vector<std::uint8_t> m(40, 0);
     rpc::OutgoingCall call;
     call.xid = 1000 + static_cast<std::uint32_t>(i);
     call.message = m;
