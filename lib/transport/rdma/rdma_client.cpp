@@ -280,76 +280,74 @@ void RdmaClient::release_locked(Pending& p) {
   }
 }
 
+RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes,
+                                              std::vector<std::uint8_t>& joined) {
+  Settled out;
+  auto it = d.failure == rpcrdma::DecodeFailure::too_short ? pending_.end() : pending_.find(d.header.xid);
+  if (it == pending_.end()) {
+    spdlog::info("rdma: reply from {} for unknown xid {:#x} ignored", peer_, d.header.xid);
+    return out;
+  }
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  out.found = true;
+  out.handler = std::move(p.handler);
+  if (d.failure == rpcrdma::DecodeFailure::none) {
+    // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
+    credits_ = std::clamp<std::uint32_t>(d.header.credits, 1, options_.max_credits);
+  }
+  const rpcrdma::ReplyLayout r = rpcrdma::read_reply(d, p.offered);
+  if (r.fault == rpcrdma::ReplyFault::overclaim) {
+    spdlog::warn("rdma: reply from {} for xid {:#x} refused: {}", peer_, d.header.xid, r.why);
+  }
+  if (r.fault != rpcrdma::ReplyFault::none) {
+    out.outcome = reply_error(r, d.header, peer_);
+  } else if (r.in_reply_chunk) {
+    // An offer is a bounce buffer's, and read_reply kept the length within it.
+    NFSRDMA_CHECK(r.reply_bytes <= bounce_->slot_bytes());
+    auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
+    joined.assign(src.begin(), src.end());
+    out.outcome = std::span<const std::uint8_t>(joined);
+  } else {
+    std::span<const std::uint8_t> reply = bytes.subspan(r.inline_from);
+    if (r.write_bytes > 0 && p.write_slot) {
+      NFSRDMA_CHECK(r.write_bytes <= bounce_->slot_bytes());
+      auto data = bounce_->slot(*p.write_slot).first(r.write_bytes);
+      rpcrdma::join_reply(reply, data, joined);
+      reply = joined;
+      bounce_bytes_ += r.write_bytes;
+    }
+    // With `reply_placed` the data is already in the caller's memory and
+    // the reply stays reduced (see rpc::OutgoingCall::reply_payload).
+    out.outcome = reply;
+  }
+  release_locked(p);
+  return out;
+}
+
 void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
   auto bytes = recv_pool_->slot(slot).first(len);
-  rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
-  std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
-  rpc::ReplyHandler handler;
-  std::span<const std::uint8_t> reply;  // in the receive buffer, reposted once the handler ran
-  std::vector<std::uint8_t> joined;     // or rebuilt, when data came through a bounce buffer
-  Error error;
-  bool ok = false, found = false;
+  const rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
+  std::vector<std::uint8_t> joined;  // the reply, when data came through a bounce buffer
+  Settled settled;
   {
     std::lock_guard lk(mu_);
-    auto it = d.failure == rpcrdma::DecodeFailure::too_short ? pending_.end() : pending_.find(d.header.xid);
-    if (it == pending_.end()) {
-      spdlog::info("rdma: reply from {} for unknown xid {:#x} ignored", peer_, d.header.xid);
-    } else {
-      Pending p = std::move(it->second);
-      pending_.erase(it);
-      found = true;
-      handler = std::move(p.handler);
-      if (d.failure == rpcrdma::DecodeFailure::none) {
-        // RFC 8166 §3.3.1: a grant of 0 still allows one call; never above our maximum.
-        credits_ = std::clamp<std::uint32_t>(d.header.credits, 1, options_.max_credits);
-      }
-      const rpcrdma::ReplyLayout r = rpcrdma::read_reply(d, p.offered);
-      if (r.fault == rpcrdma::ReplyFault::overclaim) {
-        spdlog::warn("rdma: reply from {} for xid {:#x} refused: {}", peer_, d.header.xid, r.why);
-      }
-      if (r.fault != rpcrdma::ReplyFault::none) {
-        error = reply_error(r, d.header, peer_);
-      } else if (r.in_reply_chunk) {
-        // An offer is a bounce buffer's, and read_reply kept the length within it.
-        NFSRDMA_CHECK(r.reply_bytes <= bounce_->slot_bytes());
-        auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
-        joined.assign(src.begin(), src.end());
-        reply = joined;
-        ok = true;
-      } else {
-        reply = bytes.subspan(r.inline_from);
-        if (r.write_bytes > 0 && p.write_slot) {
-          NFSRDMA_CHECK(r.write_bytes <= bounce_->slot_bytes());
-          auto data = bounce_->slot(*p.write_slot).first(r.write_bytes);
-          rpcrdma::join_reply(reply, data, joined);
-          reply = joined;
-          bounce_bytes_ += r.write_bytes;
-        }
-        // With `reply_placed` the data is already in the caller's memory and
-        // the reply stays reduced (see rpc::OutgoingCall::reply_payload).
-        ok = true;
-      }
-      release_locked(p);
-    }
+    settled = settle_locked(d, bytes, joined);
   }
-  if (handler) {
-    if (ok) {
-      handler(reply);
-    } else {
-      handler(error);
-    }
-  }
+  // The reply is in the receive buffer (or `joined`), reposted once the handler ran.
+  if (settled.handler) settled.handler(std::move(settled.outcome));
   auto buf = recv_pool_->slot(slot);
   if (!stopping_) {
     if (auto r = ep_->post_recv(&recv_ctx_[slot].op, buf.data(), buf.size(), recv_pool_->desc(slot)); !r) {
       spdlog::warn("rdma: cannot repost a receive: {}", r.error().describe());
     }
   }
+  std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   {
     // ORDER: the call's credit comes back only now, with its receive posted
     // again, so there is a receive for every call in flight.
     std::lock_guard lk(mu_);
-    if (found && !broken_) {  // fail_all() already counted it out
+    if (settled.found && !broken_) {  // fail_all() already counted it out
       --in_flight_;
       credits_in_use().add(-1);
     }

@@ -126,6 +126,17 @@ class RdmaClient final : public rpc::ClientTransport {
   // Whether an empty step() reads the connection manager's events now.
   bool cm_look_due(int timeout_ms);
   void on_reply(std::size_t slot, std::size_t len);
+  // What a reply means for its call: its handler, taken from pending_ (none
+  // for an unknown xid), and the reply to give it (in `bytes`, or rebuilt in
+  // `joined` from a bounce buffer) or the error. Its buffers go back, and the
+  // grant is taken. With mu_ held.
+  struct Settled {
+    bool found = false;  // it answers a call in flight, whose credit comes back
+    rpc::ReplyHandler handler;
+    Result<std::span<const std::uint8_t>> outcome = Error{};
+  };
+  Settled settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes,
+                        std::vector<std::uint8_t>& joined);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
   // Gives back the send buffers of every Send posted up to `slot`'s, whose
