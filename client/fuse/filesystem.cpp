@@ -242,15 +242,6 @@ void Filesystem::remember_attrs(const nfs_fh3& fh, const post_op_attr& a) {
   if (auto n = nodes_->find(fh)) n->remember_attrs(*a, attrs_epoch_);
 }
 
-client::Identity caller(fuse_req_t req) {
-  const fuse_ctx* ctx = fuse_req_ctx(req);
-  client::Identity id{ctx->uid, ctx->gid, {}};
-  gid_t groups[64];
-  int n = fuse_req_getgroups(req, 64, groups);
-  for (int i = 0; i < std::min(n, 64); ++i) id.groups.push_back(groups[i]);
-  return id;
-}
-
 namespace {
 
 Filesystem& fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }

@@ -55,7 +55,7 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
     if (covered && !(at_end && !d.eof)) cached = fill_dir(req, d, size, off);
   }
   if (cached) return (void)fuse_reply_buf(req, cached->data(), cached->size());
-  auto who = caller(req);
+  auto who = callers_.of(req);
   auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof,
                                                  const post_op_attr& dir_attributes) {
     std::vector<char> listing;

@@ -2,8 +2,6 @@
 // READ into registered chunks, write-behind, flush and fsync as COMMIT).
 #include <fcntl.h>
 
-#include <random>
-
 #include "client/core/errno_map.hpp"
 #include "client/fuse/filesystem.hpp"
 
@@ -20,7 +18,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // O_TRUNC writes whatever the access mode: open(O_RDONLY | O_TRUNC) of a
   // file the caller may not write fails, as on a local filesystem.
   if (acc == O_WRONLY || acc == O_RDWR || (fi->flags & O_TRUNC)) want |= ACCESS3_MODIFY;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   // One ACCESS answers both questions open asks the server: may this caller
   // open it so, and has the file changed since we last opened it?
   nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, who, fi = *fi](Result<ACCESS3res> r) {
@@ -60,7 +58,7 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto dir = node(req, parent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   CREATE3args a{{dir->fh, name}, createmode3::UNCHECKED, {}, {}};
   bool exclusive = fi->flags & O_EXCL;
   if (exclusive) {
@@ -68,8 +66,11 @@ void Filesystem::fs_create(fuse_req_t req, fuse_ino_t parent, const char* name, 
     // succeed; the mode is set afterwards, since the server kept the verifier
     // in the file's times.
     a.mode = createmode3::EXCLUSIVE;
-    std::random_device rd;
-    for (auto& b : a.verf) b = static_cast<std::uint8_t>(rd());
+    std::uint64_t v = verifier_base_ + exclusive_creates_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& b : a.verf) {
+      b = static_cast<std::uint8_t>(v >> 56);
+      v <<= 8;
+    }
   } else {
     a.obj_attributes.mode = mode & 07777;
   }

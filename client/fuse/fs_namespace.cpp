@@ -39,7 +39,7 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
     fuse_entry_param absent{};  // entry_timeout 0: the kernel asks again, and we know again
     return (void)fuse_reply_entry(req, &absent);
   }
-  auto who = caller(req);
+  auto who = callers_.of(req);
   // Root with no group but 0, the least a squashing server grants root (it
   // keeps other groups): what it may search, every root caller may.
   const bool root = who.uid == 0 && who.gid == 0 && std::ranges::all_of(who.groups, [](auto g) { return g == 0; });
@@ -90,7 +90,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
   if (to_set & FUSE_SET_ATTR_SIZE) s.size = static_cast<std::uint64_t>(attr->st_size);
   s.atime = to_set_time(to_set & FUSE_SET_ATTR_ATIME, to_set & FUSE_SET_ATTR_ATIME_NOW, attr->st_atim);
   s.mtime = to_set_time(to_set & FUSE_SET_ATTR_MTIME, to_set & FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim);
-  auto who = caller(req);
+  auto who = callers_.of(req);
   auto set = [this, req, n, a, who] {
     // ORDER: written data reaches the server before a truncate or chmod does.
     auto go = interrupts_->guard([this, req, n, a, who](int err) {
@@ -149,7 +149,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
 void Filesystem::fs_readlink(fuse_req_t req, fuse_ino_t ino) {
   auto n = node(req, ino);
   if (!n) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   nfs_->call<READLINK3res>(Proc::READLINK, FhArgs{n->fh}, [req](Result<READLINK3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     fuse_reply_readlink(req, r->data.c_str());
@@ -187,7 +187,7 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
     delete open;
     fuse_reply_err(req, e);
   };
-  auto who = caller(req);
+  auto who = callers_.of(req);
   nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, finish, fail](Result<LOOKUP3res> r) {
     if (int e = failed(r)) return fail(e);
     if (r->obj_attributes) return finish(r->object, *r->obj_attributes, r->dir_attributes, false);
@@ -203,7 +203,7 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
 void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   auto dir = node(req, parent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   std::string nm = name;
   auto done = [this, req, dir, nm](Result<CreateRes> r) {
     if (int e = failed(r)) {
@@ -235,7 +235,7 @@ void Filesystem::fs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, m
 void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   auto dir = node(req, parent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   MKDIR3args a{{dir->fh, name}, {}};
   a.attributes.mode = mode & 07777;
   dir->forget_attrs();
@@ -252,7 +252,7 @@ void Filesystem::fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, m
 void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   auto dir = node(req, parent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   SYMLINK3args a{{dir->fh, name}, {}, target};
   dir->forget_attrs();
   nfs_->call<CreateRes>(Proc::SYMLINK, a, [this, req, dir, nm = std::string(name)](Result<CreateRes> r) {
@@ -268,7 +268,7 @@ void Filesystem::fs_symlink(fuse_req_t req, const char* target, fuse_ino_t paren
 void Filesystem::fs_remove(fuse_req_t req, fuse_ino_t parent, const char* name, Proc proc) {
   auto dir = node(req, parent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   auto remove = [this, req, proc, dir, nm = std::string(name), who] {
     others_changed();  // the file's nlink and ctime
     dir->forget_attrs();
@@ -300,7 +300,7 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
   if (!from) return;
   auto to = node(req, newparent);
   if (!to) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   RENAME3args a{{from->fh, name}, {to->fh, newname}};
   // An open file renamed over is hidden first, so it stays readable.
   hide_if_open(to->fh, newname, who, [this, req, from, to, a, who](bool, int err) {
@@ -336,7 +336,7 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
   if (!n) return;
   auto dir = node(req, newparent);
   if (!dir) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   LINK3args a{n->fh, {dir->fh, newname}};
   others_changed();
   dir->forget_attrs();
@@ -361,7 +361,7 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
 void Filesystem::fs_statfs(fuse_req_t req, fuse_ino_t ino) {
   auto n = node(req, ino);
   if (!n) return;
-  auto who = caller(req);
+  auto who = callers_.of(req);
   nfs_->call<FSSTAT3res>(Proc::FSSTAT, FhArgs{n->fh}, [this, req](Result<FSSTAT3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     struct statvfs s {};
