@@ -10,8 +10,9 @@
 // than it grows), and once they do not, through one spell in kProbeEvery, to
 // see whether they would now. A spell that begins with a call in progress
 // (its reply's Send not yet complete, as on verbs just after the reply goes
-// out, or the call at a worker) waits for the server's own work: it is
-// polled through always, and not scored.
+// out) waits for the server's own work: it is polled through always, and
+// not scored. (A call at a worker is not asked about: the loop sleeps until
+// the worker's reply wakes it, ProgressLoop::spell.)
 #pragma once
 
 #include <algorithm>

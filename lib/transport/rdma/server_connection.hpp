@@ -183,6 +183,9 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   bool turn(bool timers_due);
   bool ended() const { return closing_ || server_.stopping_; }
   bool has_inbox() const { return inbox_.load(std::memory_order_relaxed) != nullptr; }
+  // A worker runs one of its calls: an inline one is answered before
+  // advance() returns. Its loop's.
+  bool at_worker() const { return executing_ != 0; }
   void finish();  // the loop's last act for it
   void on_recv(SlotCtx& ctx, std::size_t len);
   void on_rma_done(Request& r);
@@ -192,10 +195,11 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // the progress thread: once that has left (exited_), requests that end in
   // settle() on other threads are not recorded.
   void to(Request& r, State s) {
-    r.state = s;
     if (!exited_.load(std::memory_order_relaxed)) {
+      executing_ += static_cast<int>(s == State::executing) - static_cast<int>(r.state == State::executing);
       trace_.record(r.hdr.xid, static_cast<std::uint16_t>(r.index), static_cast<std::uint8_t>(s));
     }
+    r.state = s;
   }
   // The steps advance() takes: each does its work and returns the state it
   // leads to, or free when the request ended there (release()).
@@ -258,6 +262,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   std::shared_ptr<ProgressLoop> loop_;  // set before the first turn
   bool hot_ = false;    // its loop's: has work, turn it again
   bool armed_ = false;  // its loop's: try_wait succeeded since its last turn
+  int executing_ = 0;   // its loop's: requests in State::executing (to())
 
   // Gives `r` a payload buffer of at least `bytes`: true when it has one;
   // false when it must wait for one, which comes through the inbox.
