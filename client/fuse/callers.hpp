@@ -4,13 +4,18 @@
 // (fuse_req_getgroups) cost 12 us a request, 18% of the daemon's CPU in a
 // `tar -x`. So a thread's groups are kept for a second (kKeep).
 //
-// Why a second's staleness is safe: the kernel checks every caller against
-// the cached mode and owner with its own, current groups (default_permissions,
-// always on) before we see the request; the groups we send only let the
-// server check again. A list kept across its thread's setgroups() can only
-// make the server refuse, for at most kKeep, what a group just joined allows
-// (or allow what the kernel has already refused). A thread that changes its
-// uid or gid is a new key, so su, sudo and newgrp start afresh.
+// What a second's staleness can do. The kernel checks each caller against
+// the cached mode and owner with its current groups (default_permissions,
+// always on), so the groups sent only let the server check again: stale
+// ones can make it refuse, for at most kKeep, what a group just joined
+// allows. The server's check stands alone only for a thread the kernel lets
+// through by capability (CAP_DAC_OVERRIDE and the like); stale groups could
+// let such a thread keep, for kKeep, a group it has just left, which matters
+// only once it has also given up CAP_SETGID (with it, it could claim any
+// groups: AUTH_SYS trusts the client's root). Changing groups at all takes
+// CAP_SETGID, and a thread that changes its uid or gid is a new key, so su,
+// sudo and newgrp start afresh. A thread id reused within kKeep by the same
+// uid and gid gets its predecessor's groups, under the same rule.
 #pragma once
 
 #include <fuse_lowlevel.h>

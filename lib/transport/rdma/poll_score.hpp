@@ -11,7 +11,7 @@
 // see whether they would now. A spell that begins with a call in progress
 // (its reply's Send not yet complete, as on verbs just after the reply goes
 // out) waits for the server's own work: it is polled through always, and
-// not scored. (A call at a worker is not asked about: the loop sleeps until
+// not scored. (A loop with a call at a worker does not ask: it sleeps until
 // the worker's reply wakes it, ProgressLoop::spell.)
 #pragma once
 

@@ -159,7 +159,9 @@ bool ProgressLoop::turn_all(bool timers_due) {
 
 // ORDER: sleeping_ set, then every inbox read; post() pushes, then reads
 // sleeping_ (wake()): a request posted meanwhile is either seen here or
-// wakes the loop.
+// wakes the loop. The inbox reads are relaxed, so sleep() puts a seq_cst
+// fence between the store and them (else a weakly ordered CPU may read
+// first, and a worker's reply waits out kSleepMs).
 bool ProgressLoop::arm() {
   for (auto& c : conns_) {
     if (c->has_inbox() || c->ended()) return false;
@@ -175,6 +177,7 @@ bool ProgressLoop::arm() {
 
 void ProgressLoop::sleep() {
   sleeping_.store(true);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!arm()) {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
@@ -217,8 +220,8 @@ bool ProgressLoop::polling(std::int64_t busy_ns) {
 }
 
 // The rule is PollScore's (poll_score.hpp), but for a spell that begins with
-// a call at a worker: that is slept through, since the worker's reply wakes
-// the loop (wake()). Polling for it cost an nfsrdma-fuse mount's `tar -x`,
+// a call of this loop's connections at a worker: that is slept through,
+// since the worker's reply wakes the loop (wake()). Polling for it cost an nfsrdma-fuse mount's `tar -x`,
 // whose SETATTRs and CREATEs go to workers one at a time, 7% of its time.
 void ProgressLoop::spell() {
   const bool at_worker = std::any_of(conns_.begin(), conns_.end(), [](const auto& c) { return c->at_worker(); });
