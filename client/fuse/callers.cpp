@@ -1,5 +1,5 @@
 // Callers: a request's identity, its groups read from /proc at most once a
-// second per thread (callers.hpp says why that is safe).
+// second per thread (callers.hpp says what that staleness can do).
 #include "client/fuse/callers.hpp"
 
 #include <algorithm>
