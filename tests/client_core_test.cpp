@@ -3,7 +3,6 @@
 // server dies under 64 calls in flight, a link that cannot connect beside
 // one that can (multi-rail), caller-driven progress, and a killed process's
 // calls cancelled.
-#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -286,24 +285,8 @@ TEST_P(ClientCore, CancelledCallsEndOnceWithEintr) {
   ASSERT_NE(fh.len, 0u);
   ASSERT_TRUE(nfs.register_memory(got).ok());  // over RDMA the server may write there: open to it
 
-  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
-  struct Resume {
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }  // however the test ends
-  } resume{server_->pid()};
-  // kill() returns before a thread busy on another core has stopped.
-  auto stopped = [&] {
-    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(server_->pid()) + "/task")) {
-      std::ifstream in(t.path() / "stat");
-      std::string line;
-      std::getline(in, line);
-      const auto close = line.rfind(')');
-      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') return false;
-    }
-    return true;
-  };
-  for (int i = 0; i < 1000 && !stopped(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(stopped());
+  auto paused = server_->pause();
+  ASSERT_TRUE(paused);
   for (int i = 0; i < 16; ++i) {
     client::CallOwner as(i < 12 ? 4242 : 4343);
     if (i % 2 == 0) {
@@ -332,7 +315,7 @@ TEST_P(ClientCore, CancelledCallsEndOnceWithEintr) {
     auto r = nfs.call_sync<GETATTR3res>(Proc::GETATTR, FhArgs{fh});
     EXPECT_TRUE(!r.ok() && r.error().code == EINTR) << "a cancelled process's new call went out";
   }
-  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  paused.resume();
   {
     std::unique_lock g(mu);
     ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(60), [&] { return settled(16); })) << "calls never completed";
@@ -379,11 +362,9 @@ TEST_P(ClientCore, CancelledCallsWaitingForCreditsGoOutAsMade) {
   };
   const double getattrs_before = served("GETATTR");
 
-  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
-  struct Resume {
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }  // however the test ends
-  } resume{server_->pid()};
+  // Stopped before the calls: a server still running would answer some.
+  auto paused = server_->pause();
+  ASSERT_TRUE(paused);
   for (int i = 0; i < 8; ++i) {
     client::CallOwner as(4242);
     nfs.call<GETATTR3res>(Proc::GETATTR, FhArgs{fh}, [&](Result<GETATTR3res> r) {
@@ -405,7 +386,7 @@ TEST_P(ClientCore, CancelledCallsWaitingForCreditsGoOutAsMade) {
       cv.notify_all();
     });
   }
-  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  paused.resume();
   {
     std::unique_lock g(mu);
     ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(60), [&] { return read_ok == 8; })) << "READs never completed";

@@ -323,7 +323,8 @@ TEST_P(Options, AReaderKilledWhileTheServerIsStuckGetsItsAnswer) {
     EXPECT_EQ(::pread(rd, first, 4096, 0), 4096);
     std::free(first);
   }
-  ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+  auto paused = server_->pause();
+  ASSERT_TRUE(paused);
   pid_t reader = spawn([&] {
     void* buf = nullptr;
     if (::posix_memalign(&buf, 4096, 65536) == 0) [[maybe_unused]] auto n = ::pread(rd, buf, 65536, 512 << 10);
@@ -335,7 +336,7 @@ TEST_P(Options, AReaderKilledWhileTheServerIsStuckGetsItsAnswer) {
   // No interrupt comes for an O_DIRECT READ (sent in the background): its
   // caller is found within a second or two by the age of its call.
   EXPECT_LT(took, std::chrono::milliseconds(2500)) << "the reader took " << took.count() << " ms to die";
-  ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+  paused.resume();
   ::close(rd);
   EXPECT_EQ(get(m("stuck")), data) << "the mount works again, with the right data";
   if (GetParam() == "rdma") {

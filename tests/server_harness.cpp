@@ -233,6 +233,29 @@ void ServerProcess::start() {
   throw std::runtime_error("nfsrdma-server did not start listening:\n" + log());
 }
 
+ServerProcess::Paused ServerProcess::pause() {
+  if (pid_ <= 0 || ::kill(pid_, SIGSTOP) != 0) return Paused(-1, false);
+  auto stopped = [&] {
+    for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
+      std::ifstream in(t.path() / "stat");
+      std::string line;
+      std::getline(in, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 1000; ++i) {
+    if (stopped()) return Paused(pid_, true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Paused(pid_, false);
+}
+
+void ServerProcess::Paused::resume() {
+  if (pid_ > 0) ::kill(std::exchange(pid_, -1), SIGCONT);
+}
+
 void ServerProcess::stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);

@@ -8,6 +8,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/nfs3/mount3.hpp"
@@ -76,6 +77,23 @@ class ServerProcess {
   void start();
   void stop();        // SIGTERM, and waits; returns the exit status via last_status()
   void kill_hard();   // SIGKILL
+  // SIGSTOP, returning once every thread has stopped (kill() returns before
+  // a thread busy on another core has). The server runs again at the
+  // guard's resume() or when it goes, however a test ends.
+  class Paused {
+   public:
+    explicit Paused(pid_t pid, bool stopped) : pid_(pid), stopped_(stopped) {}
+    Paused(Paused&& o) noexcept : pid_(std::exchange(o.pid_, -1)), stopped_(o.stopped_) {}
+    Paused& operator=(Paused&&) = delete;
+    ~Paused() { resume(); }
+    explicit operator bool() const { return stopped_; }  // every thread stopped within a second
+    void resume();
+
+   private:
+    pid_t pid_;
+    bool stopped_;
+  };
+  [[nodiscard]] Paused pause();
   int last_status() const { return status_; }
   std::uint16_t nfs_port() const { return nfs_port_; }
   std::uint16_t mount_port() const { return mount_port_; }
