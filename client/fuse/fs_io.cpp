@@ -26,14 +26,9 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if ((r->access & want) != want) return (void)fuse_reply_err(req, EACCES);
     bool keep = false;
     if (r->obj_attributes) {
-      const fattr3& a = *r->obj_attributes;
-      n->remember_attrs(a, attrs_epoch_);  // the GETATTR that follows a dropped cache is answered from them
-      std::lock_guard lk(n->cto_mu);
-      keep = n->seen && n->seen_mtime == a.mtime && n->seen_ctime == a.ctime && n->seen_size == a.size;
-      n->seen = true;
-      n->seen_mtime = a.mtime;
-      n->seen_ctime = a.ctime;
-      n->seen_size = a.size;
+      // The GETATTR that follows a dropped cache is answered from them.
+      n->remember_attrs(*r->obj_attributes, attrs_epoch_);
+      keep = n->cto_open(*r->obj_attributes);
     }
     if (!writes_->idle(*n)) keep = true;  // the change is our own data, still on its way
     if (!options_.cto) keep = true;       // nocto: the attribute cache's timeouts decide (auto_inval_data)

@@ -128,6 +128,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
         } else {
           n->listing_drop();
         }
+        n->cto_follow(r->wcc);  // a truncate cut the kernel's pages too
         if (!r->wcc.after) return getattr_then(req, n);
         n->remember_attrs(*r->wcc.after, attrs_epoch_);
         reply_attr(req, n, *r->wcc.after);
@@ -164,13 +165,7 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
     if (!fi) return reply_entry(req, fh, a, parent, name, da, made_empty);
     auto n = nodes_->remember(fh);
     fuse_entry_param e = entry_for(*n, a, parent, name, da);
-    {
-      std::lock_guard lk(n->cto_mu);  // a new file: nothing cached to keep
-      n->seen = true;
-      n->seen_mtime = a.mtime;
-      n->seen_ctime = a.ctime;
-      n->seen_size = a.size;
-    }
+    n->cto_created(a);
     fuse_file_info out = *fi;
     track_open(*opened(&out), n);
     if (fuse_reply_create(req, &e, &out) != 0) {

@@ -96,6 +96,26 @@ std::size_t NodeTable::size() {
   return by_ino_.size();
 }
 
+bool Node::cto_open(const nfs3::fattr3& a) {
+  std::lock_guard lk(cto_mu_);
+  const bool same = seen_ == Seen{a.size, a.mtime, a.ctime};
+  seen_ = Seen{a.size, a.mtime, a.ctime};
+  return same;
+}
+
+void Node::cto_created(const nfs3::fattr3& a) {
+  std::lock_guard lk(cto_mu_);
+  seen_ = Seen{a.size, a.mtime, a.ctime};
+}
+
+void Node::cto_follow(const nfs3::wcc_data& w) {
+  if (!w.before || !w.after) return;
+  std::lock_guard lk(cto_mu_);
+  if (seen_ == Seen{w.before->size, w.before->mtime, w.before->ctime}) {
+    seen_ = Seen{w.after->size, w.after->mtime, w.after->ctime};
+  }
+}
+
 void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
   std::lock_guard lk(attrs_mu_);
   // A reply that left the server before the one kept (an older ctime) is not

@@ -27,12 +27,16 @@ struct Node {
   std::uint64_t nlookup = 0;  // guarded by NodeTable's lock
   FileWrites writes;          // write-behind state, its own lock
 
-  // Close-to-open: the attributes seen at the last open, to tell whether the
-  // kernel's cached pages are still the file's (guarded by cto_mu).
-  std::mutex cto_mu;
-  bool seen = false;
-  nfs3::nfstime3 seen_mtime, seen_ctime;
-  std::uint64_t seen_size = 0;
+  // Close-to-open: whether the kernel's cached pages are still the file's.
+  // `seen` is the size and times of the last open (or create), moved on by
+  // each change of ours that started from them, as the kernel client applies
+  // its own changes' weak cache consistency data (nfs_wcc_update_inode):
+  // the kernel's pages took our writes as they were made.
+  // An open: true if the file is as last seen; `a` is seen from now on.
+  bool cto_open(const nfs3::fattr3& a);
+  void cto_created(const nfs3::fattr3& a);  // a new file: nothing cached to keep
+  // Our WRITE or SETATTR: if it started from what was seen, its result is.
+  void cto_follow(const nfs3::wcc_data& w);
 
   // Silly rename, as the kernel NFS client does it: the file's opens, and the
   // hidden name it was given when removed or renamed over while open, to be
@@ -111,6 +115,13 @@ struct Node {
   std::chrono::steady_clock::duration names_cacheable_locked(const Owner& dir,
                                                              std::chrono::steady_clock::duration max_age) const;
   void listing_drop_locked();
+  struct Seen {
+    std::uint64_t size;
+    nfs3::nfstime3 mtime, ctime;
+    bool operator==(const Seen&) const = default;
+  };
+  std::mutex cto_mu_;
+  std::optional<Seen> seen_;  // guarded by cto_mu_
   std::mutex attrs_mu_;  // guards the attributes and the listing
   std::optional<nfs3::fattr3> attrs_;
   std::chrono::steady_clock::time_point attrs_at_;

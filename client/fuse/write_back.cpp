@@ -136,6 +136,7 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint6
     int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
     if (!r) spdlog::warn("nfs: WRITE at {} failed: {}", e->offset, r.error().describe());
     if (err == 0 && r->count == 0) err = EIO;  // no progress: the server will not take it
+    if (err == 0) n->cto_follow(r->file_wcc);  // the kernel's pages took this data when it was written
     if (err != 0) {
       if (!w.error) w.error = err;
       drop_locked(w, e);
