@@ -41,6 +41,12 @@ answers() {  # PORT: true once something accepts on $SERVER_IP:PORT, within 10 s
 }
 leave_no_mounts() {
   local m
+  # What multirail leaves when it fails: its verified write, which would
+  # keep the lazily unmounted /mnt/a's daemon and its RDMA devices, and its
+  # own server (left, iwarp_up's removal of the RoCE devices hangs: a CI
+  # run's guest ran out of time so).
+  pkill -f "fio --name=rails " && sleep 0.5
+  pkill -f "nfsrdma-server --provider verbs --port 2080 "
   for m in /mnt/a /mnt/b; do mountpoint -q "$m" && umount -l "$m"; done
   # What kernel_locks_on_ours leaves when it fails: its port-111 redirect
   # (left, it sends every later mount of the kernel's nfsd to our lock
@@ -239,7 +245,10 @@ multirail() {
   grep "connection 10.99.1.2\|reconnected 10.99.1.2" /var/log/nfsrdma-fuse.log | tail -4
   [ "$b0" -gt 0 ] && [ "$b1" -gt 0 ] || die "both links did not carry calls before the cut"
   [ $((d0 - b0)) -gt 10 ] || die "rxe1 did not carry the calls while rxe3's link was cut"
-  [ $((d1 - b1)) -le 16 ] || die "rxe3 carried $((d1 - b1)) calls while cut"
+  # Calls go to rxe3 until its link is found failing (timeo): a few more on
+  # a guest slowed by a busy host (a CI run: 18, against 129 on rxe1).
+  [ $((d1 - b1)) -le 16 ] || [ $((4 * (d1 - b1))) -le $((d0 - b0)) ] ||
+    die "rxe3 carried $((d1 - b1)) calls while cut, rxe1 $((d0 - b0))"
   [ $((a0 - d0)) -gt 0 ] && [ $((a1 - d1)) -gt 0 ] || die "both links did not carry calls after rxe3 came back"
   umount /mnt/a
   rm -f /srv/ours/rails
