@@ -149,9 +149,13 @@ bool Dispatcher::handle_inline(rpc::IncomingCall& call) {
   if (!h || h->prog != nfs3::kProgram) return false;
   auto proc = static_cast<nfs3::Proc>(h->proc);
   using P = nfs3::Proc;
-  if (proc != P::NULL_ && proc != P::GETATTR && proc != P::ACCESS && proc != P::LOOKUP && proc != P::READ &&
-      proc != P::WRITE) {
-    return false;
+  switch (proc) {
+    case P::NULL_: case P::GETATTR: case P::ACCESS: case P::LOOKUP: case P::READ: case P::WRITE:
+    case P::SETATTR: case P::CREATE: case P::MKDIR: case P::SYMLINK: case P::MKNOD: case P::REMOVE: case P::RMDIR:
+    case P::RENAME: case P::LINK:
+      break;
+    default:
+      return false;
   }
   bool ran = run(call, false);
   (ran ? inline_ran_ : inline_passed_).inc();
@@ -257,7 +261,8 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     stat = rpc::AcceptStat::prog_unavail;
   }
   if (ctx.would_block) {
-    NFSRDMA_CHECK(!cached);  // only procedures outside the DRC run inline
+    // Nothing was done: the worker runs it from the start, entry and all.
+    if (cached) drc_.abandon(key);
     call.reply_buffer = std::move(reply.bytes);  // for the worker that runs it again
     return false;
   }

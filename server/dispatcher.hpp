@@ -33,9 +33,12 @@ class Dispatcher {
   // when it cannot block (NULL; GETATTR and ACCESS of a file or directory
   // kept open (NfsService::held_open); LOOKUP in a directory kept open of a
   // name the kernel has cached; READ of a file kept open whose data is in the
-  // page cache, or in memory (tmpfs); a small WRITE to a file kept open, NfsService::may_write_inline).
-  // Otherwise returns false with nothing sent and `call` as it was, for
-  // handle() on a worker.
+  // page cache, or in memory (tmpfs); a small WRITE to a file kept open,
+  // NfsService::may_write_inline; on an export that is not `sync`, a change
+  // of names or attributes, not a truncate, whose objects are kept open,
+  // NfsService::reach). A WRITE or change can still wait, and is timed.
+  // Otherwise returns false with nothing sent and `call` as it was (its
+  // duplicate request cache entry given back), for handle() on a worker.
   bool handle_inline(rpc::IncomingCall& call);
   // The most a reply to `call` can take (tcp::TcpServerOptions::reply_bound):
   // exact for NFS, `otherwise` for MOUNT and PORTMAP (an export list has no

@@ -1,6 +1,6 @@
 // Calls run on a transport's own thread (Dispatcher::handle_inline): which
-// READs, WRITEs, GETATTRs, ACCESSes and LOOKUPs run there and which are
-// passed to a worker untouched, to run there.
+// READs, WRITEs, GETATTRs, ACCESSes, LOOKUPs and changes run there and which
+// are passed to a worker untouched, to run there.
 // Needs root (file handles); skips otherwise.
 #include <fcntl.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ class Inline : public ::testing::Test {
     dir_ = tmpl;
     std::ofstream(dir_ + "/file") << std::string(3 * 4096, 'x');
     std::filesystem::create_directory(dir_ + "/sub");
-    auto e = parse_export_line(dir_ + " 127.0.0.1(rw,insecure,sync,no_root_squash)");
+    auto e = parse_export_line(dir_ + " 127.0.0.1(rw,insecure," + sync_ + ",no_root_squash)");
     ASSERT_TRUE(e && table_.replace({*e}));
     nfs_ = std::make_unique<NfsService>(table_, NfsLimits{1 << 20, 1 << 20}, verf8{});
     mount_ = std::make_unique<MountService>(table_);
@@ -199,6 +199,7 @@ class Inline : public ::testing::Test {
     return resident.at(at / 4096) & 1;
   }
 
+  std::string sync_ = "sync";  // the export's sync or async
   std::filesystem::path base_ = std::filesystem::temp_directory_path();
   PipePool* pipes_ = nullptr;  // lent to try_read's calls, as TCP does
   std::string dir_;
@@ -397,6 +398,112 @@ TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {
   ASSERT_TRUE(page_cached(2 * 4096));
   EXPECT_TRUE(try_write(2 * 4096 + 100, 100));
   EXPECT_TRUE(try_write(4096, 4096 + 100));
+}
+
+// Changes of names and attributes on an `async` export, whose objects are
+// kept open: a worker's change keeps its directory open, as a LOOKUP does.
+// On tmpfs where there is one: a journal that makes a change sleep over 2 ms
+// would send the rest to workers for a second.
+class InlineAsync : public Inline {
+ protected:
+  void SetUp() override {
+    sync_ = "async";
+    struct statfs fs {};
+    if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) base_ = "/dev/shm";
+    Inline::SetUp();
+  }
+  std::pair<bool, CreateRes> create(const nfs_fh3& dir, const std::string& name) {
+    CREATE3args a{{dir, name}, createmode3::UNCHECKED, {}, {}};
+    a.obj_attributes.mode = 0644;
+    return try_inline<CreateRes>(Proc::CREATE, a);
+  }
+  std::pair<bool, WccRes> setattr(const nfs_fh3& fh, const sattr3& attrs) {
+    return try_inline<WccRes>(Proc::SETATTR, SETATTR3args{fh, attrs, {}});
+  }
+  bool exists(const std::string& name) { return std::filesystem::exists(dir_ + "/" + name); }
+};
+
+TEST_F(InlineAsync, ChangesRunInlineWhereWhatTheyNameIsKeptOpen) {
+  const nfs_fh3& root = table_.all()[0]->root_fh;
+  auto [ran, made] = create(root, "new");
+  EXPECT_TRUE(ran) << "the root is kept open";
+  ASSERT_EQ(made.status, NFS3_OK);
+  ASSERT_TRUE(made.obj && made.dir_wcc.before && made.dir_wcc.after);
+  EXPECT_TRUE(exists("new"));
+  auto [sub_ran, a] = create(sub_, "a");
+  EXPECT_FALSE(sub_ran) << "'sub' was not open: resolving its handle may read the disk";
+  EXPECT_EQ(a.status, NFS3_OK);
+  EXPECT_TRUE(create(sub_, "b").first) << "the worker's CREATE kept 'sub' open";
+  EXPECT_EQ(create(sub_, "b").second.status, NFS3_OK) << "UNCHECKED over an existing file";
+
+  sattr3 mode;
+  mode.mode = 0600;
+  EXPECT_FALSE(setattr(*made.obj, mode).first) << "a file not kept open";
+  ASSERT_FALSE(try_write(0, 4096));  // the worker opens 'file' for writing, and keeps it
+  auto [chmod_ran, chmod] = setattr(file_, mode);
+  EXPECT_TRUE(chmod_ran);
+  EXPECT_EQ(chmod.status, NFS3_OK);
+  EXPECT_EQ(std::filesystem::status(dir_ + "/file").permissions(), std::filesystem::perms(0600));
+  sattr3 size;
+  size.size = 100;
+  auto [truncate_ran, truncated] = setattr(file_, size);
+  EXPECT_FALSE(truncate_ran) << "a truncate may free a whole file's blocks";
+  EXPECT_EQ(truncated.status, NFS3_OK);
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/file"), 100u);
+
+  auto [rename_ran, renamed] = try_inline<RENAME3res>(Proc::RENAME, RENAME3args{{root, "new"}, {sub_, "moved"}});
+  EXPECT_TRUE(rename_ran);
+  EXPECT_EQ(renamed.status, NFS3_OK);
+  EXPECT_TRUE(!exists("new") && exists("sub/moved"));
+  auto [mkdir_ran, dir] = try_inline<CreateRes>(Proc::MKDIR, MKDIR3args{{root, "d"}, {}});
+  EXPECT_TRUE(mkdir_ran);
+  EXPECT_EQ(dir.status, NFS3_OK);
+  auto [rmdir_ran, rmdir] = try_inline<WccRes>(Proc::RMDIR, diropargs3{root, "d"});
+  EXPECT_TRUE(rmdir_ran);
+  EXPECT_EQ(rmdir.status, NFS3_OK);
+  auto [remove_ran, removed] = try_inline<WccRes>(Proc::REMOVE, diropargs3{sub_, "moved"});
+  EXPECT_TRUE(remove_ran);
+  EXPECT_EQ(removed.status, NFS3_OK);
+  EXPECT_FALSE(exists("sub/moved") || exists("d"));
+  EXPECT_EQ(try_inline<WccRes>(Proc::REMOVE, diropargs3{sub_, "moved"}).second.status, NFS3ERR_NOENT);
+
+  // What frees a large file's blocks is a worker's.
+  std::ofstream(dir_ + "/big") << std::string(2 << 20, 'b');
+  std::ofstream(dir_ + "/big2") << std::string(2 << 20, 'b');
+  std::ofstream(dir_ + "/small") << "s";
+  auto [over_ran, over] = try_inline<RENAME3res>(Proc::RENAME, RENAME3args{{root, "small"}, {root, "big2"}});
+  EXPECT_FALSE(over_ran) << "renamed over a large file's last link";
+  EXPECT_EQ(over.status, NFS3_OK);
+  auto [big_ran, big] = try_inline<WccRes>(Proc::REMOVE, diropargs3{root, "big"});
+  EXPECT_FALSE(big_ran) << "a large file's last link";
+  EXPECT_EQ(big.status, NFS3_OK);
+  EXPECT_FALSE(exists("big") || exists("small"));
+  CREATE3args truncating{{root, "big2"}, createmode3::UNCHECKED, {}, {}};
+  truncating.obj_attributes.size = 0;
+  auto [trunc_ran, trunc] = try_inline<CreateRes>(Proc::CREATE, truncating);
+  EXPECT_FALSE(trunc_ran) << "a create that truncates";
+  EXPECT_EQ(trunc.status, NFS3_OK);
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/big2"), 0u);
+
+  std::filesystem::remove_all(dir_ + "/sub");
+  auto [gone_ran, gone] = create(sub_, "c");
+  EXPECT_FALSE(gone_ran) << "a directory removed: the worker answers";
+  EXPECT_EQ(gone.status, NFS3ERR_STALE);
+}
+
+// On a `sync` export changes are a worker's. The call's duplicate request
+// cache entry, made before that was known, goes again, or the worker would
+// find its own call in progress and drop it.
+TEST_F(Inline, ChangesOnASyncExportGoToAWorker) {
+  const nfs_fh3& root = table_.all()[0]->root_fh;
+  CREATE3args a{{root, "new"}, createmode3::UNCHECKED, {}, {}};
+  auto [ran, made] = try_inline<CreateRes>(Proc::CREATE, a);
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(made.status, NFS3_OK);
+  auto [remove_ran, removed] = try_inline<WccRes>(Proc::REMOVE, diropargs3{root, "new"});
+  EXPECT_FALSE(remove_ran);
+  EXPECT_EQ(removed.status, NFS3_OK);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/new"));
 }
 
 }  // namespace

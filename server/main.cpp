@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "lib/base/fd.hpp"
 #include "lib/base/heap.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics_http.hpp"
@@ -38,6 +39,8 @@ Result<std::vector<server::ExportEntry>> read_exports(const std::string& file, c
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Connections, the open-file cache's two per file, pipes: before any thread.
+  reserve_descriptors(4096);
   CLI::App app{"nfsrdma-server: an NFSv3 + MOUNTv3 server exporting local directories"};
   server::ServerConfig cfg;
   std::vector<std::string> export_lines;

@@ -5,8 +5,9 @@
 // cache), it asks for no flush, it is small, and a page it writes only in
 // part is in the page cache (else the kernel reads it first). Buffered
 // writes have no RWF_NOWAIT on ext4 or tmpfs, so this is decided here, and
-// checked afterwards: an inline write that took long (dirty-page throttling,
-// a journal commit) sends WRITEs to workers for a while.
+// checked afterwards: an inline write that slept long (dirty-page
+// throttling, a journal commit) sends WRITEs and changes to workers for a
+// while (NfsService::inline_end).
 //
 // READ encodes its reply around the data: the result header is written
 // with count and eof left blank, the file is read straight into the reply
@@ -15,15 +16,12 @@
 // patched afterwards, with the data's place.
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 
-#include "lib/base/clock.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 #include "server/nfs_service.hpp"
@@ -56,8 +54,6 @@ int splice_in(int fd, std::uint64_t offset, std::size_t count, PipePool::Pipe& p
   }
   return 0;
 }
-constexpr std::chrono::milliseconds kSlowInlineWrite{2};
-constexpr std::chrono::seconds kInlineWritePause{1};
 
 metrics::Counter& io_bytes(bool written) {
   static metrics::Counter& read = metrics::registry().counter("nfsrdma_server_bytes_total",
@@ -219,8 +215,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   if (a.count != a.data.size()) return NFS3ERR_INVAL;
   // Too big to run inline, or a slow one paused them: off to a worker before
   // any syscall here, which the worker would only make again.
-  if (!ctx.may_block && (a.data.size() > kInlineWriteMax ||
-                         steady_ns() < inline_writes_from_ns_.load(std::memory_order_relaxed))) {
+  if (!ctx.may_block && (a.data.size() > kInlineWriteMax || inline_paused())) {
     ctx.would_block = true;
     return NFS3ERR_JUKEBOX;
   }
@@ -233,9 +228,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
     ctx.would_block = true;
     return NFS3ERR_JUKEBOX;
   }
-  const std::int64_t started = ctx.may_block ? 0 : steady_ns();
-  rusage before {};
-  if (!ctx.may_block) ::getrusage(RUSAGE_THREAD, &before);
+  const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
   r.file_wcc.before = to_wcc_attr(st);
   auto after = [&] {
     struct stat now {};
@@ -261,20 +254,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
       return errno_to_nfsstat3(err);
     }
   }
-  if (!ctx.may_block) {
-    // Slow because it slept (dirty-page throttling, a journal handle, a lock
-    // held), not because the thread was preempted on a busy machine, which
-    // handing WRITEs to more threads would only make worse.
-    const std::int64_t took = steady_ns() - started;
-    rusage now {};
-    if (took > std::chrono::nanoseconds(kSlowInlineWrite).count() && ::getrusage(RUSAGE_THREAD, &now) == 0 &&
-        now.ru_nvcsw > before.ru_nvcsw) {
-      inline_writes_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlineWritePause).count(),
-                                   std::memory_order_relaxed);
-      NFSRDMA_LOG_LIMITED(info, "nfs: a WRITE of {} bytes took {} µs on a transport's thread; WRITEs go to workers for {} s",
-                          done, took / 1000, kInlineWritePause.count());
-    }
-  }
+  if (!ctx.may_block) inline_end(started, "WRITE");
   r.count = static_cast<std::uint32_t>(done);
   io_bytes(true).inc(done);
   o.ex->write_bytes->inc(done);

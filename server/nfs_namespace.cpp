@@ -2,6 +2,7 @@
 // REMOVE, RMDIR, RENAME, LINK. All run as the caller (see identity.hpp), so
 // ownership, permission and sticky-bit rules are the kernel's.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -17,6 +18,11 @@ namespace {
 
 bool is_dot_or_dotdot(const std::string& n) { return n == "." || n == ".."; }
 
+// A file whose blocks take this much is not freed on a transport's thread.
+constexpr std::uint64_t kInlineFreeMax = 1 << 20;
+
+std::uint64_t allocated(const struct stat& st) { return static_cast<std::uint64_t>(st.st_blocks) * 512; }
+
 // EXCLUSIVE create keeps the client's verifier in the new file's atime and
 // mtime seconds, as nfsd does, so a retransmitted CREATE finds it (RFC 1813
 // §3.3.8); the client then sets the real times with SETATTR.
@@ -30,6 +36,14 @@ void verifier_times(const verf8& v, timespec out[2]) {
 }
 
 }  // namespace
+
+bool NfsService::frees_much(const CallContext& ctx, int dirfd, const std::string& name) const {
+  struct stat st {};
+  if (ctx.may_block || ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || allocated(st) <= kInlineFreeMax) return false;
+  ctx.would_block = true;
+  return true;
+}
 
 nfsstat3 NfsService::finish_create(const CallContext& ctx, Object& dir, const std::string& name,
                                    const sattr3& attrs, CreateRes& res) {
@@ -53,7 +67,7 @@ template <class Make>
 nfsstat3 NfsService::make_entry(const CallContext& ctx, const diropargs3& where, const sattr3& attrs, Make make,
                                 CreateRes& res) {
   Object dir;
-  if (auto s = access(ctx, where.dir, Need::modify, dir); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, where.dir, Need::modify, dir); s != NFS3_OK) return s;
   res.dir_wcc.before = pre_op(dir);
   if (auto s = check_name(where.name); s != NFS3_OK) return s;
   if (is_dot_or_dotdot(where.name)) return NFS3ERR_EXIST;
@@ -66,6 +80,10 @@ nfsstat3 NfsService::make_entry(const CallContext& ctx, const diropargs3& where,
 
 nfsstat3 NfsService::do_create(const CallContext& ctx, const CREATE3args& a, CreateRes& res) {
   const sattr3& want = a.obj_attributes;
+  if (!ctx.may_block && a.mode != createmode3::EXCLUSIVE && want.size) {
+    ctx.would_block = true;  // it truncates a file that may exist, as SETATTR's does
+    return NFS3ERR_JUKEBOX;
+  }
   mode_t mode = (a.mode != createmode3::EXCLUSIVE && want.mode) ? (*want.mode & 07777) : 0;
   sattr3 rest;  // what mknodat did not already set
   if (a.mode != createmode3::EXCLUSIVE) {
@@ -136,11 +154,12 @@ nfsstat3 NfsService::do_mknod(const CallContext& ctx, const MKNOD3args& a, Creat
 
 nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccRes& r, bool dir_wanted) {
   Object dir;
-  if (auto s = access(ctx, a.dir, Need::modify, dir); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.dir, Need::modify, dir); s != NFS3_OK) return s;
   r.wcc.before = pre_op(dir);
   nfsstat3 s = check_name(a.name);
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
+  if (s == NFS3_OK && frees_much(ctx, dir.fd.get(), a.name)) return NFS3ERR_JUKEBOX;
   nfs_fh3 victim;  // an open file or directory removed is closed now, not when the cache lets it go
   bool known = s == NFS3_OK && files_.size() > 0 &&
                handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
@@ -154,14 +173,26 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
 
 nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, RENAME3res& r) {
   Object from, to;
-  if (auto s = access(ctx, a.from.dir, Need::modify, from); s != NFS3_OK) return s;
-  if (auto s = access(ctx, a.to.dir, Need::modify, to); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.from.dir, Need::modify, from); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.to.dir, Need::modify, to); s != NFS3_OK) return s;
   if (from.ex != to.ex) return NFS3ERR_XDEV;
   r.fromdir_wcc.before = pre_op(from);
   r.todir_wcc.before = pre_op(to);
   nfsstat3 s = check_name(a.from.name);
   if (s == NFS3_OK) s = check_name(a.to.name);
   if (s == NFS3_OK && (is_dot_or_dotdot(a.from.name) || is_dot_or_dotdot(a.to.name))) s = NFS3ERR_INVAL;
+  if (s == NFS3_OK && !ctx.may_block) {
+    // Replacing a file frees the one replaced, and ext4 starts writing out
+    // the one put in its place (auto_da_alloc): both may be large.
+    struct stat target {}, source {};
+    if (frees_much(ctx, to.fd.get(), a.to.name)) return NFS3ERR_JUKEBOX;
+    if (::fstatat(to.fd.get(), a.to.name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0 &&
+        ::fstatat(from.fd.get(), a.from.name.c_str(), &source, AT_SYMLINK_NOFOLLOW) == 0 &&
+        allocated(source) > kInlineFreeMax) {
+      ctx.would_block = true;
+      return NFS3ERR_JUKEBOX;
+    }
+  }
   nfs_fh3 victim;  // what the rename replaces, as for REMOVE
   bool known = s == NFS3_OK && files_.size() > 0 &&
                handle_of_child(exports_, *to.ex, to.fd.get(), a.to.name.c_str(), victim) == NFS3_OK;
@@ -176,8 +207,8 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
 
 nfsstat3 NfsService::do_link(const CallContext& ctx, const LINK3args& a, LINK3res& r) {
   Object file, dir;
-  if (auto s = access(ctx, a.file, Need::read, file); s != NFS3_OK) return s;
-  if (auto s = access(ctx, a.link.dir, Need::modify, dir); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.file, Need::read, file); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.link.dir, Need::modify, dir); s != NFS3_OK) return s;
   if (file.ex != dir.ex) return NFS3ERR_XDEV;
   r.linkdir_wcc.before = pre_op(dir);
   nfsstat3 s = check_name(a.link.name);

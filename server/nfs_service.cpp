@@ -3,11 +3,14 @@
 #include "server/nfs_service.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
+#include "lib/base/clock.hpp"
 #include "lib/base/log.hpp"
 
 namespace nfsrdma::server {
@@ -26,6 +29,11 @@ rpc::AcceptStat run(xdr::Decoder& in, xdr::Encoder& out, Fn&& fn) {
   codec(out, res);
   return rpc::AcceptStat::success;
 }
+
+// An inline call that slept and took this long sends the calls that may
+// sleep to workers for kInlinePause.
+constexpr std::chrono::milliseconds kSlowInline{2};
+constexpr std::chrono::seconds kInlinePause{1};
 
 }  // namespace
 
@@ -48,10 +56,18 @@ rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, x
                                    rpc::ReplyMessage& reply) {
   using P = Proc;
   auto self = this;
+  // A change run on a transport's thread is timed (inline_end).
+  auto change = [&](auto&& go) {
+    if (ctx.may_block) return go();
+    const InlineStart started = inline_start();
+    const rpc::AcceptStat st = go();
+    if (!ctx.would_block) inline_end(started, proc_name(proc));
+    return st;
+  };
   switch (static_cast<P>(proc)) {
     case P::NULL_: return rpc::AcceptStat::success;
     case P::GETATTR: return run<FhArgs, GETATTR3res>(in, out, [&](auto& a, auto& r) { return self->do_getattr(ctx, a, r); });
-    case P::SETATTR: return run<SETATTR3args, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_setattr(ctx, a, r); });
+    case P::SETATTR: return change([&] { return run<SETATTR3args, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_setattr(ctx, a, r); }); });
     case P::LOOKUP: return run<diropargs3, LOOKUP3res>(in, out, [&](auto& a, auto& r) { return self->do_lookup(ctx, a, r); });
     case P::ACCESS: return run<ACCESS3args, ACCESS3res>(in, out, [&](auto& a, auto& r) { return self->do_access(ctx, a, r); });
     case P::READLINK: return run<FhArgs, READLINK3res>(in, out, [&](auto& a, auto& r) { return self->do_readlink(ctx, a, r); });
@@ -63,14 +79,14 @@ rpc::AcceptStat NfsService::handle(const CallContext& ctx, std::uint32_t proc, x
       return rpc::AcceptStat::success;
     }
     case P::WRITE: return run<WRITE3args, WRITE3res>(in, out, [&](auto& a, auto& r) { return self->do_write(ctx, a, r); });
-    case P::CREATE: return run<CREATE3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_create(ctx, a, r); });
-    case P::MKDIR: return run<MKDIR3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mkdir(ctx, a, r); });
-    case P::SYMLINK: return run<SYMLINK3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_symlink(ctx, a, r); });
-    case P::MKNOD: return run<MKNOD3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mknod(ctx, a, r); });
-    case P::REMOVE: return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, false); });
-    case P::RMDIR: return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, true); });
-    case P::RENAME: return run<RENAME3args, RENAME3res>(in, out, [&](auto& a, auto& r) { return self->do_rename(ctx, a, r); });
-    case P::LINK: return run<LINK3args, LINK3res>(in, out, [&](auto& a, auto& r) { return self->do_link(ctx, a, r); });
+    case P::CREATE: return change([&] { return run<CREATE3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_create(ctx, a, r); }); });
+    case P::MKDIR: return change([&] { return run<MKDIR3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mkdir(ctx, a, r); }); });
+    case P::SYMLINK: return change([&] { return run<SYMLINK3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_symlink(ctx, a, r); }); });
+    case P::MKNOD: return change([&] { return run<MKNOD3args, CreateRes>(in, out, [&](auto& a, auto& r) { return self->do_mknod(ctx, a, r); }); });
+    case P::REMOVE: return change([&] { return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, false); }); });
+    case P::RMDIR: return change([&] { return run<diropargs3, WccRes>(in, out, [&](auto& a, auto& r) { return self->do_remove(ctx, a, r, true); }); });
+    case P::RENAME: return change([&] { return run<RENAME3args, RENAME3res>(in, out, [&](auto& a, auto& r) { return self->do_rename(ctx, a, r); }); });
+    case P::LINK: return change([&] { return run<LINK3args, LINK3res>(in, out, [&](auto& a, auto& r) { return self->do_link(ctx, a, r); }); });
     case P::READDIR: return run<READDIR3args, READDIR3res>(in, out, [&](auto& a, auto& r) { return self->do_readdir(ctx, a, r); });
     case P::READDIRPLUS: return run<READDIRPLUS3args, READDIRPLUS3res>(in, out, [&](auto& a, auto& r) { return self->do_readdirplus(ctx, a, r); });
     case P::FSSTAT: return run<FhArgs, FSSTAT3res>(in, out, [&](auto& a, auto& r) { return self->do_fsstat(ctx, a, r); });
@@ -108,14 +124,66 @@ Credentials NfsService::identity(const CallContext& ctx, const Object& o) const 
 
 nfsstat3 NfsService::held_open(const CallContext& ctx, const nfs_fh3& fh, Object& o,
                                std::shared_ptr<const OpenFiles::File>& f, struct stat& st,
-                               std::optional<OpenFiles::Use> use) {
-  f = use ? files_.get(fh, *use) : files_.peek(fh);
+                               std::optional<OpenFiles::Use> use, Need need) {
+  f = use ? files_.get(fh, *use) : files_.peek(fh, need == Need::modify);  // a change keeps it open longer
   if (f) o.ex = exports_.by_id(f->export_id);
   if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
     ctx.would_block = true;
     return NFS3ERR_JUKEBOX;
   }
-  return admit(ctx, Need::read, o);
+  return admit(ctx, need, o);
+}
+
+nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need, Object& out) {
+  if (ctx.may_block) {
+    if (auto s = access(ctx, fh, need, out); s != NFS3_OK) return s;
+    struct stat st {};
+    if (stat_fd(out.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+    if (st.st_nlink == 0) {
+      files_.forget(fh);  // removed, and found only because files_ holds it: stale, as it would be without
+      return NFS3ERR_STALE;
+    }
+    if (S_ISDIR(st.st_mode)) keep_dir_open(fh, out);
+    return NFS3_OK;
+  }
+  std::shared_ptr<const OpenFiles::File> f;
+  struct stat st {};
+  if (!inline_paused()) {
+    if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK || !out.opts->sync) {
+      if (s == NFS3_OK) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
+      if (s != NFS3_OK || out.fd.valid()) return s;
+    }
+  }
+  ctx.would_block = true;
+  return NFS3ERR_JUKEBOX;
+}
+
+void NfsService::keep_dir_open(const nfs_fh3& fh, const Object& dir) {
+  if (files_.peek(fh)) return;
+  if (Fd kept(::fcntl(dir.fd.get(), F_DUPFD_CLOEXEC, 0)); kept.valid()) {
+    files_.put(fh, OpenFiles::Use::dir, {dir.ex->id, std::move(kept), {}});
+  }
+}
+
+bool NfsService::inline_paused() const { return steady_ns() < inline_from_ns_.load(std::memory_order_relaxed); }
+
+NfsService::InlineStart NfsService::inline_start() const {
+  rusage ru {};
+  ::getrusage(RUSAGE_THREAD, &ru);
+  return {steady_ns(), ru.ru_nvcsw};
+}
+
+void NfsService::inline_end(const InlineStart& start, const char* what) {
+  // Slow because it slept (dirty-page throttling, a journal handle, a disk
+  // read, a lock held), not because the thread was preempted on a busy
+  // machine, which handing calls to more threads would only make worse.
+  const std::int64_t took = steady_ns() - start.ns;
+  if (took <= std::chrono::nanoseconds(kSlowInline).count()) return;
+  rusage now {};
+  if (::getrusage(RUSAGE_THREAD, &now) != 0 || now.ru_nvcsw == start.slept) return;
+  inline_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlinePause).count(), std::memory_order_relaxed);
+  NFSRDMA_LOG_LIMITED(info, "nfs: a {} took {} µs on a transport's thread; WRITEs and changes go to workers for {} s",
+                      what, took / 1000, kInlinePause.count());
 }
 
 nfsstat3 NfsService::do_getattr(const CallContext& ctx, const FhArgs& a, GETATTR3res& r) {
@@ -176,8 +244,12 @@ nfsstat3 apply_sattr(const Object& o, const sattr3& attrs, const Credentials& wh
 }
 
 nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, WccRes& r) {
+  if (!ctx.may_block && a.new_attributes.size) {
+    ctx.would_block = true;  // a truncate may free a whole file's blocks
+    return NFS3ERR_JUKEBOX;
+  }
   Object o;
-  if (auto s = access(ctx, a.object, Need::modify, o); s != NFS3_OK) return s;
+  if (auto s = reach(ctx, a.object, Need::modify, o); s != NFS3_OK) return s;
   struct stat st {};
   if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   r.wcc.before = to_wcc_attr(st);
@@ -211,11 +283,7 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
     }
     dirfd = dir.fd.get();
     // Kept for the LOOKUPs that follow in it (a client walking a tree).
-    if (S_ISDIR(st.st_mode) && !files_.peek(a.dir)) {
-      if (Fd kept(::fcntl(dirfd, F_DUPFD_CLOEXEC, 0)); kept.valid()) {
-        files_.put(a.dir, OpenFiles::Use::dir, {dir.ex->id, std::move(kept), {}});
-      }
-    }
+    if (S_ISDIR(st.st_mode)) keep_dir_open(a.dir, dir);
   }
   r.dir_attributes = to_fattr3(st, *dir.ex);
   Object child{dir.ex, dir.opts, {}};

@@ -55,10 +55,33 @@ class NfsService {
   // (not open, export gone, no links left) is a worker's: NFS3ERR_JUKEBOX
   // with ctx.would_block set. Its O_PATH descriptor is f->path. With `use`,
   // only the entry kept for it, which this keeps open longer; without, any
-  // entry, left as it is.
+  // entry, kept open longer only for a change (Need::modify).
   nfs3::nfsstat3 held_open(const CallContext& ctx, const nfs3::nfs_fh3& fh, Object& o,
                            std::shared_ptr<const OpenFiles::File>& f, struct stat& st,
-                           std::optional<OpenFiles::Use> use = std::nullopt);
+                           std::optional<OpenFiles::Use> use = std::nullopt, Need need = Need::read);
+  // The object a change (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE,
+  // RMDIR, RENAME, LINK) names, as access() gives it, or its error. On a
+  // transport's thread only if it is held open (held_open), its export is
+  // not `sync` and no slow call paused inline ones (inline_paused); else
+  // JUKEBOX with
+  // ctx.would_block set, before anything is changed. On a worker a
+  // directory is kept open, as a LOOKUP keeps one, so the changes that
+  // follow in it can run inline.
+  nfs3::nfsstat3 reach(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out);
+  void keep_dir_open(const nfs3::nfs_fh3& fh, const Object& dir);
+  // On a transport's thread, a change that would free a large file's
+  // blocks (removing or replacing its last link, a create that truncates
+  // it) is a worker's: true, with ctx.would_block set.
+  bool frees_much(const CallContext& ctx, int dirfd, const std::string& name) const;
+  // Calls that may sleep (a WRITE, a change) run inline only while this is
+  // false; one that slept and took long makes it true for a while.
+  bool inline_paused() const;
+  struct InlineStart {
+    std::int64_t ns = 0;
+    long slept = 0;  // voluntary context switches so far
+  };
+  InlineStart inline_start() const;
+  void inline_end(const InlineStart& start, const char* what);
 
   // nfs_service.cpp
   nfs3::nfsstat3 do_getattr(const CallContext&, const nfs3::FhArgs&, nfs3::GETATTR3res&);
@@ -111,8 +134,9 @@ class NfsService {
   NfsLimits limits_;
   nfs3::verf8 write_verf_;
   OpenFiles files_{256, std::chrono::seconds(2)};
-  // Until then (steady clock, ns), WRITEs go to workers: an inline one was slow.
-  std::atomic<std::int64_t> inline_writes_from_ns_{0};
+  // Until then (steady clock, ns), WRITEs and changes go to workers: an
+  // inline one was slow (inline_end).
+  std::atomic<std::int64_t> inline_from_ns_{0};
 };
 
 // Applies the settable attributes to an object as the current identity.

@@ -54,10 +54,16 @@ std::shared_ptr<const OpenFiles::File> OpenFiles::get(const nfs3::nfs_fh3& fh, U
   return it->second.file;
 }
 
-std::shared_ptr<const OpenFiles::File> OpenFiles::peek(const nfs3::nfs_fh3& fh) {
+std::shared_ptr<const OpenFiles::File> OpenFiles::peek(const nfs3::nfs_fh3& fh, bool keep) {
   std::lock_guard lk(mu_);
   for (Use use : kUses) {
-    if (auto it = entries_.find(Key(fh, use).view()); it != entries_.end()) return it->second.file;
+    auto it = entries_.find(Key(fh, use).view());
+    if (it == entries_.end()) continue;
+    if (keep) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      it->second.used = Clock::now();
+    }
+    return it->second.file;
   }
   return nullptr;
 }

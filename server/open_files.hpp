@@ -50,9 +50,10 @@ class OpenFiles {
 
   // The entry for `fh` kept for `use`, or null.
   std::shared_ptr<const File> get(const nfs3::nfs_fh3& fh, Use use);
-  // Any entry for `fh`, or null, as it is: neither counted as a lookup
-  // nor kept open longer (a GETATTR run on a transport's thread).
-  std::shared_ptr<const File> peek(const nfs3::nfs_fh3& fh);
+  // Any entry for `fh`, or null, not counted as a lookup. As it is (a
+  // GETATTR run on a transport's thread), or with `keep` kept open longer, as
+  // a use (a change there: its directory serves the next ones).
+  std::shared_ptr<const File> peek(const nfs3::nfs_fh3& fh, bool keep = false);
   // Keeps `f` as the entry for `fh` (replacing one another call added first).
   std::shared_ptr<const File> put(const nfs3::nfs_fh3& fh, Use use, File f);
   // Closes every entry for `fh`, once the calls using them are done.
