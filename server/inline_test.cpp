@@ -400,6 +400,12 @@ TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {
   EXPECT_TRUE(try_write(4096, 4096 + 100));
 }
 
+metrics::Counter& change_commits() {
+  return metrics::registry().counter(
+      "nfsrdma_server_change_commits_total",
+      "Directories and objects a change on a sync export committed to stable storage before its reply");
+}
+
 // Changes of names and attributes on an `async` export, whose objects are
 // kept open: a worker's change keeps its directory open, as a LOOKUP does.
 // On tmpfs where there is one: a journal that makes a change sleep over 2 ms
@@ -425,6 +431,7 @@ class InlineAsync : public Inline {
 
 TEST_F(InlineAsync, ChangesRunInlineWhereWhatTheyNameIsKeptOpen) {
   const nfs_fh3& root = table_.all()[0]->root_fh;
+  const std::uint64_t commits_before = change_commits().value();
   auto [ran, made] = create(root, "new");
   EXPECT_TRUE(ran) << "the root is kept open";
   ASSERT_EQ(made.status, NFS3_OK);
@@ -485,25 +492,40 @@ TEST_F(InlineAsync, ChangesRunInlineWhereWhatTheyNameIsKeptOpen) {
   EXPECT_EQ(trunc.status, NFS3_OK);
   EXPECT_EQ(std::filesystem::file_size(dir_ + "/big2"), 0u);
 
+  EXPECT_EQ(change_commits().value(), commits_before) << "an async export commits no change";
+
   std::filesystem::remove_all(dir_ + "/sub");
   auto [gone_ran, gone] = create(sub_, "c");
   EXPECT_FALSE(gone_ran) << "a directory removed: the worker answers";
   EXPECT_EQ(gone.status, NFS3ERR_STALE);
 }
 
-// On a `sync` export changes are a worker's. The call's duplicate request
-// cache entry, made before that was known, goes again, or the worker would
-// find its own call in progress and drop it.
-TEST_F(Inline, ChangesOnASyncExportGoToAWorker) {
+// On a `sync` export each change is committed before its reply, which waits
+// for the disk: a worker's. The call's duplicate request cache entry, made
+// before that was known, goes again, or the worker would find its own call
+// in progress and drop it.
+TEST_F(Inline, ChangesOnASyncExportAreCommittedOnAWorker) {
   const nfs_fh3& root = table_.all()[0]->root_fh;
+  const std::uint64_t before = change_commits().value();
   CREATE3args a{{root, "new"}, createmode3::UNCHECKED, {}, {}};
   auto [ran, made] = try_inline<CreateRes>(Proc::CREATE, a);
   EXPECT_FALSE(ran);
   EXPECT_EQ(made.status, NFS3_OK);
-  auto [remove_ran, removed] = try_inline<WccRes>(Proc::REMOVE, diropargs3{root, "new"});
+  EXPECT_EQ(change_commits().value() - before, 2u) << "the new file and its directory";
+  sattr3 mode;
+  mode.mode = 0600;
+  ASSERT_TRUE(made.obj);
+  EXPECT_EQ(try_inline<WccRes>(Proc::SETATTR, SETATTR3args{*made.obj, mode, {}}).second.status, NFS3_OK);
+  EXPECT_EQ(change_commits().value() - before, 3u) << "the file";
+  auto [rename_ran, renamed] = try_inline<RENAME3res>(Proc::RENAME, RENAME3args{{root, "new"}, {sub_, "new"}});
+  EXPECT_FALSE(rename_ran);
+  EXPECT_EQ(renamed.status, NFS3_OK);
+  EXPECT_EQ(change_commits().value() - before, 5u) << "both directories";
+  auto [remove_ran, removed] = try_inline<WccRes>(Proc::REMOVE, diropargs3{sub_, "new"});
   EXPECT_FALSE(remove_ran);
   EXPECT_EQ(removed.status, NFS3_OK);
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/new"));
+  EXPECT_EQ(change_commits().value() - before, 6u) << "the directory";
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/sub/new"));
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ nfsstat3 NfsService::finish_create(const CallContext& ctx, Object& dir, const st
   } else {
     child.fd = Fd(fd);
     s = apply_sattr(child, attrs, identity(ctx, dir));
+    if (s == NFS3_OK) s = commit_change(ctx, child);
+    if (s == NFS3_OK) s = commit_change(ctx, dir);
     nfs_fh3 fh;
     if (handle_of(exports_, *dir.ex, child.fd.get(), fh) == NFS3_OK) res.obj = fh;
     res.obj_attributes = post_op(child);
@@ -167,6 +169,7 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
     s = errno_to_nfsstat3(errno);
   }
   if (s == NFS3_OK && known) files_.forget(victim);
+  if (s == NFS3_OK) s = commit_change(ctx, dir);
   r.wcc.after = post_op(dir);
   return s;
 }
@@ -200,6 +203,8 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
     s = errno_to_nfsstat3(errno);
   }
   if (s == NFS3_OK && known) files_.forget(victim);
+  if (s == NFS3_OK) s = commit_change(ctx, to);
+  if (s == NFS3_OK && !(a.from.dir == a.to.dir)) s = commit_change(ctx, from);
   r.fromdir_wcc.after = post_op(from);
   r.todir_wcc.after = post_op(to);
   return s;
@@ -220,6 +225,8 @@ nfsstat3 NfsService::do_link(const CallContext& ctx, const LINK3args& a, LINK3re
                                AT_SYMLINK_FOLLOW) != 0) {
     s = errno_to_nfsstat3(errno);
   }
+  if (s == NFS3_OK) s = commit_change(ctx, dir);
+  if (s == NFS3_OK) s = commit_change(ctx, file);
   r.file_attributes = post_op(file);
   r.linkdir_wcc.after = post_op(dir);
   return s;

@@ -12,6 +12,7 @@
 
 #include "lib/base/clock.hpp"
 #include "lib/base/log.hpp"
+#include "lib/base/metrics.hpp"
 
 namespace nfsrdma::server {
 
@@ -158,6 +159,29 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
   return NFS3ERR_JUKEBOX;
 }
 
+nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) const {
+  if (!o.opts->sync || !o.fd.valid()) return NFS3_OK;
+  struct stat st {};
+  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  const Credentials who = identity(ctx, o);
+  if (!become_root()) return NFS3ERR_SERVERFAULT;
+  int rc = 0;
+  if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+    const int flags = (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC | O_NOCTTY;
+    Fd f(::open(ProcPath(o.fd.get()).c_str(), flags));
+    rc = f.valid() ? ::fsync(f.get()) : -1;
+  } else {
+    rc = ::syncfs(o.ex->mount_fd.get());
+  }
+  const int err = errno;
+  if (!become(who)) return NFS3ERR_SERVERFAULT;
+  static metrics::Counter& commits = metrics::registry().counter(
+      "nfsrdma_server_change_commits_total",
+      "Directories and objects a change on a sync export committed to stable storage before its reply");
+  commits.inc();
+  return rc == 0 ? NFS3_OK : errno_to_nfsstat3(err);
+}
+
 void NfsService::keep_dir_open(const nfs_fh3& fh, const Object& dir) {
   if (files_.peek(fh)) return;
   if (Fd kept(::fcntl(dir.fd.get(), F_DUPFD_CLOEXEC, 0)); kept.valid()) {
@@ -259,6 +283,7 @@ nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, W
   } else {
     s = apply_sattr(o, a.new_attributes, identity(ctx, o));
   }
+  if (s == NFS3_OK) s = commit_change(ctx, o);
   r.wcc.after = post_op(o);
   return s;
 }

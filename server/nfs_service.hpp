@@ -69,6 +69,12 @@ class NfsService {
   // follow in it can run inline.
   nfs3::nfsstat3 reach(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out);
   void keep_dir_open(const nfs3::nfs_fh3& fh, const Object& dir);
+  // On a `sync` export, `o` as a change left it on stable storage before the
+  // reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as
+  // nfsd's commit_metadata keeps it): a directory or regular file fsynced,
+  // opened as root; anything else by syncfs of its export, since opening a
+  // device or FIFO to fsync it would open the device. Its error otherwise.
+  nfs3::nfsstat3 commit_change(const CallContext& ctx, const Object& o) const;
   // On a transport's thread, a change that would free a large file's
   // blocks (removing or replacing its last link, a create that truncates
   // it) is a worker's: true, with ctx.would_block set.
