@@ -403,7 +403,7 @@ TEST_F(Inline, APartPageWriteRunsInlineOnlyWhenThePageIsCached) {
 metrics::Counter& change_commits() {
   return metrics::registry().counter(
       "nfsrdma_server_change_commits_total",
-      "Directories and objects a change on a sync export committed to stable storage before its reply");
+      "Directories and files a change on a sync export committed to stable storage before its reply");
 }
 
 // Changes of names and attributes on an `async` export, whose objects are

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 
 #include "lib/base/clock.hpp"
@@ -163,23 +164,25 @@ nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) cons
   if (!o.opts->sync || !o.fd.valid()) return NFS3_OK;
   struct stat st {};
   if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return NFS3_OK;  // see the header
   const Credentials who = identity(ctx, o);
   if (!become_root()) return NFS3ERR_SERVERFAULT;
-  int rc = 0;
-  if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-    const int flags = (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC | O_NOCTTY;
-    Fd f(::open(ProcPath(o.fd.get()).c_str(), flags));
-    rc = f.valid() ? ::fsync(f.get()) : -1;
-  } else {
-    rc = ::syncfs(o.ex->mount_fd.get());
-  }
+  // O_NONBLOCK: a lease another process holds does not make this wait.
+  const int flags = (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  Fd f(::open(ProcPath(o.fd.get()).c_str(), flags));
+  const int rc = f.valid() ? ::fsync(f.get()) : -1;
   const int err = errno;
   if (!become(who)) return NFS3ERR_SERVERFAULT;
+  if (rc != 0) {
+    // The change was made: IO, never a status that says to try it again.
+    NFSRDMA_LOG_LIMITED(warn, "nfs: committing a change on export {}: {}", o.ex->entry().path, std::strerror(err));
+    return NFS3ERR_IO;
+  }
   static metrics::Counter& commits = metrics::registry().counter(
       "nfsrdma_server_change_commits_total",
-      "Directories and objects a change on a sync export committed to stable storage before its reply");
+      "Directories and files a change on a sync export committed to stable storage before its reply");
   commits.inc();
-  return rc == 0 ? NFS3_OK : errno_to_nfsstat3(err);
+  return NFS3_OK;
 }
 
 void NfsService::keep_dir_open(const nfs_fh3& fh, const Object& dir) {

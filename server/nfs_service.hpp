@@ -72,8 +72,13 @@ class NfsService {
   // On a `sync` export, `o` as a change left it on stable storage before the
   // reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as
   // nfsd's commit_metadata keeps it): a directory or regular file fsynced,
-  // opened as root; anything else by syncfs of its export, since opening a
-  // device or FIFO to fsync it would open the device. Its error otherwise.
+  // reopened as root; NFS3ERR_IO if that fails (the change stands). A
+  // symlink, device node, FIFO or socket cannot be opened to fsync without
+  // opening the device, and Linux gives userspace no other way to commit
+  // one inode (nfsd's sync_inode_metadata) short of syncfs, which would
+  // write every dirty page of the filesystem: a new one is committed with
+  // its directory (one journal transaction on ext4 and XFS), a SETATTR of
+  // one is not.
   nfs3::nfsstat3 commit_change(const CallContext& ctx, const Object& o) const;
   // On a transport's thread, a change that would free a large file's
   // blocks (removing or replacing its last link, a create that truncates
