@@ -18,10 +18,24 @@ namespace {
 
 bool is_dot_or_dotdot(const std::string& n) { return n == "." || n == ".."; }
 
-// A file whose blocks take this much is not freed on a transport's thread.
+// A file whose blocks take this much is not freed, or written out, on a
+// transport's thread.
 constexpr std::uint64_t kInlineFreeMax = 1 << 20;
 
-std::uint64_t allocated(const struct stat& st) { return static_cast<std::uint64_t>(st.st_blocks) * 512; }
+bool large(const struct stat& st) { return static_cast<std::uint64_t>(st.st_blocks) * 512 > kInlineFreeMax; }
+
+// `name` in `dirfd` is the last link of a large file: removing or replacing
+// it frees its blocks.
+bool frees_much(int dirfd, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+         large(st);
+}
+
+nfsstat3 passed_on(const CallContext& ctx) {
+  ctx.would_block = true;
+  return NFS3ERR_JUKEBOX;
+}
 
 // EXCLUSIVE create keeps the client's verifier in the new file's atime and
 // mtime seconds, as nfsd does, so a retransmitted CREATE finds it (RFC 1813
@@ -36,14 +50,6 @@ void verifier_times(const verf8& v, timespec out[2]) {
 }
 
 }  // namespace
-
-bool NfsService::frees_much(const CallContext& ctx, int dirfd, const std::string& name) const {
-  struct stat st {};
-  if (ctx.may_block || ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || allocated(st) <= kInlineFreeMax) return false;
-  ctx.would_block = true;
-  return true;
-}
 
 nfsstat3 NfsService::finish_create(const CallContext& ctx, Object& dir, const std::string& name,
                                    const sattr3& attrs, CreateRes& res) {
@@ -82,10 +88,8 @@ nfsstat3 NfsService::make_entry(const CallContext& ctx, const diropargs3& where,
 
 nfsstat3 NfsService::do_create(const CallContext& ctx, const CREATE3args& a, CreateRes& res) {
   const sattr3& want = a.obj_attributes;
-  if (!ctx.may_block && a.mode != createmode3::EXCLUSIVE && want.size) {
-    ctx.would_block = true;  // it truncates a file that may exist, as SETATTR's does
-    return NFS3ERR_JUKEBOX;
-  }
+  // It truncates a file that may exist, as SETATTR's does: a worker's.
+  if (!ctx.may_block && a.mode != createmode3::EXCLUSIVE && want.size) return passed_on(ctx);
   mode_t mode = (a.mode != createmode3::EXCLUSIVE && want.mode) ? (*want.mode & 07777) : 0;
   sattr3 rest;  // what mknodat did not already set
   if (a.mode != createmode3::EXCLUSIVE) {
@@ -161,7 +165,7 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
   nfsstat3 s = check_name(a.name);
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
-  if (s == NFS3_OK && frees_much(ctx, dir.fd.get(), a.name)) return NFS3ERR_JUKEBOX;
+  if (s == NFS3_OK && !ctx.may_block && frees_much(dir.fd.get(), a.name)) return passed_on(ctx);
   nfs_fh3 victim;  // an open file or directory removed is closed now, not when the cache lets it go
   bool known = s == NFS3_OK && files_.size() > 0 &&
                handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
@@ -188,12 +192,10 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
     // Replacing a file frees the one replaced, and ext4 starts writing out
     // the one put in its place (auto_da_alloc): both may be large.
     struct stat target {}, source {};
-    if (frees_much(ctx, to.fd.get(), a.to.name)) return NFS3ERR_JUKEBOX;
     if (::fstatat(to.fd.get(), a.to.name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0 &&
-        ::fstatat(from.fd.get(), a.from.name.c_str(), &source, AT_SYMLINK_NOFOLLOW) == 0 &&
-        allocated(source) > kInlineFreeMax) {
-      ctx.would_block = true;
-      return NFS3ERR_JUKEBOX;
+        ((S_ISREG(target.st_mode) && target.st_nlink == 1 && large(target)) ||
+         (::fstatat(from.fd.get(), a.from.name.c_str(), &source, AT_SYMLINK_NOFOLLOW) == 0 && large(source)))) {
+      return passed_on(ctx);
     }
   }
   nfs_fh3 victim;  // what the rename replaces, as for REMOVE

@@ -151,10 +151,10 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
   std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
   if (!inline_paused()) {
-    if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK || !out.opts->sync) {
-      if (s == NFS3_OK) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
-      if (s != NFS3_OK || out.fd.valid()) return s;
-    }
+    // Its error, or JUKEBOX with would_block set if it is not held open.
+    if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK) return s;
+    if (!out.opts->sync) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
+    if (out.fd.valid()) return NFS3_OK;
   }
   ctx.would_block = true;
   return NFS3ERR_JUKEBOX;

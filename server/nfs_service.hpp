@@ -80,10 +80,6 @@ class NfsService {
   // its directory (one journal transaction on ext4 and XFS), a SETATTR of
   // one is not.
   nfs3::nfsstat3 commit_change(const CallContext& ctx, const Object& o) const;
-  // On a transport's thread, a change that would free a large file's
-  // blocks (removing or replacing its last link, a create that truncates
-  // it) is a worker's: true, with ctx.would_block set.
-  bool frees_much(const CallContext& ctx, int dirfd, const std::string& name) const;
   // Calls that may sleep (a WRITE, a change) run inline only while this is
   // false; one that slept and took long makes it true for a while.
   bool inline_paused() const;
