@@ -50,16 +50,24 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 }  // namespace
 
 constexpr const char* kClientHelp = "Calls answered, by client address (the first 256 addresses; the rest as other)";
-constexpr const char* kInlineHelp = "NULL, GETATTR, ACCESS, LOOKUP, READ and WRITE calls tried on the thread that received them (an RPC-RDMA progress thread, a TCP event loop): run there, or passed to a worker";
+constexpr const char* kInlineHelp =
+    "Calls tried on the thread that received them (an RPC-RDMA progress thread, a TCP event loop), by kind (read: "
+    "NULL, GETATTR, ACCESS, LOOKUP, READ; write; change: SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, "
+    "RENAME, LINK): run there, or passed to a worker";
 
 Dispatcher::Dispatcher(NfsService& nfs, MountService& mount, PortmapService* portmap, DuplicateRequestCache& drc,
                        NlmService* nlm, StatusMonitor* nsm)
     : nfs_(nfs), mount_(mount), portmap_(portmap), drc_(drc), nlm_(nlm), nsm_(nsm),
       drc_hits_(metrics::registry().counter("nfsrdma_server_drc_hits_total",
-                                            "Retransmitted calls answered from the duplicate request cache")),
-      inline_ran_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "ran"}})),
-      inline_passed_(metrics::registry().counter("nfsrdma_server_inline_calls_total", kInlineHelp, {{"result", "worker"}})) {
+                                            "Retransmitted calls answered from the duplicate request cache")) {
   auto& r = metrics::registry();
+  for (std::size_t kind = 0; kind < inline_.size(); ++kind) {
+    for (bool ran : {false, true}) {
+      inline_[kind][ran] = &r.counter("nfsrdma_server_inline_calls_total", kInlineHelp,
+                                      {{"kind", std::array{"read", "write", "change"}[kind]},
+                                       {"result", ran ? "ran" : "worker"}});
+    }
+  }
   auto make = [&](const char* program, const char* proc) {
     return metrics::call_series(
         "nfsrdma_server",
@@ -149,16 +157,22 @@ bool Dispatcher::handle_inline(rpc::IncomingCall& call) {
   if (!h || h->prog != nfs3::kProgram) return false;
   auto proc = static_cast<nfs3::Proc>(h->proc);
   using P = nfs3::Proc;
+  std::size_t kind = 0;
   switch (proc) {
-    case P::NULL_: case P::GETATTR: case P::ACCESS: case P::LOOKUP: case P::READ: case P::WRITE:
+    case P::NULL_: case P::GETATTR: case P::ACCESS: case P::LOOKUP: case P::READ:
+      break;
+    case P::WRITE:
+      kind = 1;
+      break;
     case P::SETATTR: case P::CREATE: case P::MKDIR: case P::SYMLINK: case P::MKNOD: case P::REMOVE: case P::RMDIR:
     case P::RENAME: case P::LINK:
+      kind = 2;
       break;
     default:
       return false;
   }
   bool ran = run(call, false);
-  (ran ? inline_ran_ : inline_passed_).inc();
+  inline_[kind][ran]->inc();
   return ran;
 }
 

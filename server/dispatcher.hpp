@@ -34,9 +34,9 @@ class Dispatcher {
   // kept open (NfsService::held_open); LOOKUP in a directory kept open of a
   // name the kernel has cached; READ of a file kept open whose data is in the
   // page cache, or in memory (tmpfs); a small WRITE to a file kept open,
-  // NfsService::may_write_inline; on an export that is not `sync`, a change
-  // of names or attributes, not a truncate, whose objects are kept open,
-  // NfsService::reach). A WRITE or change can still wait, and is timed.
+  // NfsService::may_write_inline; on an export that is not `sync` or is in
+  // memory, a change of names or attributes, not a truncate, whose objects
+  // are kept open, NfsService::reach). A WRITE or change can still wait, and is timed.
   // Otherwise returns false with nothing sent and `call` as it was (its
   // duplicate request cache entry given back), for handle() on a worker.
   bool handle_inline(rpc::IncomingCall& call);
@@ -62,7 +62,9 @@ class Dispatcher {
   Series& series(std::uint32_t prog, std::uint32_t proc);
   bool run(rpc::IncomingCall& call, bool may_block);
   metrics::Counter& drc_hits_;
-  metrics::Counter &inline_ran_, &inline_passed_;
+  // Calls tried inline, by kind (what changes nothing; WRITE; a change of
+  // names or attributes) and by whether they ran there: [kind][ran].
+  std::array<std::array<metrics::Counter*, 2>, 3> inline_{};
   std::array<metrics::Counter*, 2> transport_calls_{};  // [tcp, rdma]
   // Calls per client address, a series for each of the first
   // kClientSeries addresses seen and "other" for the rest, so no client can

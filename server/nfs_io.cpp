@@ -15,8 +15,6 @@
 // spliced into a pipe the transport lent (TCP, large READs), and those are
 // patched afterwards, with the data's place.
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -97,9 +95,7 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     if (!io.valid()) return errno_to_nfsstat3(err);
     o.ex = path.ex;
     o.opts = path.opts;
-    struct statfs fs {};
-    const bool in_memory = ::fstatfs(io.get(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
-    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io), in_memory});
+    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io)});
   }
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
@@ -136,7 +132,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   // (or a filesystem without RWF_NOWAIT) sends the call to a worker. A file
   // in memory is read as it is: tmpfs would refuse every RWF_NOWAIT.
   auto pread_some = [&](std::uint8_t* dst, std::size_t len, std::uint64_t off) -> ssize_t {
-    if (ctx.may_block || f->in_memory) return ::pread(fd, dst, len, static_cast<off_t>(off));
+    if (ctx.may_block || o.ex->in_memory) return ::pread(fd, dst, len, static_cast<off_t>(off));
     iovec v{dst, len};
     ssize_t n = ::preadv2(fd, &v, 1, static_cast<off_t>(off), RWF_NOWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) ctx.would_block = true;
@@ -152,7 +148,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   const std::uint64_t there = a.offset < size ? std::min<std::uint64_t>(count, size - a.offset) : 0;
   const bool to_pipe = ctx.pipes && there >= kSpliceMin && reply.area.size() < count &&
                        pages_spanned(a.offset, there) * kPage <= ctx.pipes->capacity();
-  if (to_pipe && !ctx.may_block && !f->in_memory) {
+  if (to_pipe && !ctx.may_block && !o.ex->in_memory) {
     ctx.would_block = true;
     return fail(NFS3ERR_JUKEBOX, nullptr, nullptr);
   }
@@ -266,7 +262,7 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
 
 bool NfsService::may_write_inline(const WRITE3args& a, const Object& o, const OpenFiles::File& f,
                                   const struct stat& st) const {
-  if (f.in_memory) return true;  // no disk to wait for, a flush's included (tmpfs's fsync does nothing)
+  if (o.ex->in_memory) return true;  // no disk to wait for, a flush's included (tmpfs's fsync does nothing)
   if (o.opts->sync && a.stable != stable_how::UNSTABLE) return false;  // a flush waits for the disk
   const int fd = f.io.get();
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));

@@ -153,7 +153,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
   if (!inline_paused()) {
     // Its error, or JUKEBOX with would_block set if it is not held open.
     if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK) return s;
-    if (!out.opts->sync) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
+    if (!out.opts->sync || out.ex->in_memory) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
     if (out.fd.valid()) return NFS3_OK;
   }
   ctx.would_block = true;
@@ -161,7 +161,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
 }
 
 nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) const {
-  if (!o.opts->sync || !o.fd.valid()) return NFS3_OK;
+  if (!o.opts->sync || o.ex->in_memory || !o.fd.valid()) return NFS3_OK;
   struct stat st {};
   if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return NFS3_OK;  // see the header

@@ -62,15 +62,16 @@ class NfsService {
   // The object a change (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE,
   // RMDIR, RENAME, LINK) names, as access() gives it, or its error. On a
   // transport's thread only if it is held open (held_open), its export is
-  // not `sync` and no slow call paused inline ones (inline_paused); else
-  // JUKEBOX with
-  // ctx.would_block set, before anything is changed. On a worker a
+  // not `sync` or is in memory (nothing to commit) and no slow call paused
+  // inline ones (inline_paused); else JUKEBOX with ctx.would_block set,
+  // before anything is changed. On a worker a
   // directory is kept open, as a LOOKUP keeps one, so the changes that
   // follow in it can run inline.
   nfs3::nfsstat3 reach(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out);
   void keep_dir_open(const nfs3::nfs_fh3& fh, const Object& dir);
-  // On a `sync` export, `o` as a change left it on stable storage before the
-  // reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as
+  // On a `sync` export not in memory (tmpfs's and ramfs's fsync write
+  // nothing, as nfsd's commit_metadata does there), `o` as a change left it
+  // on stable storage before the reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as
   // nfsd's commit_metadata keeps it): a directory or regular file fsynced,
   // reopened as root; NFS3ERR_IO if that fails (the change stands). A
   // symlink, device node, FIFO or socket cannot be opened to fsync without

@@ -438,7 +438,7 @@ TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
   std::vector<std::uint8_t> block(4096, 0x5a);
   ASSERT_EQ(client.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 4096, stable_how::UNSTABLE, block}).status, NFS3_OK);
   const auto inline_ran = [&] {
-    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{result=\"ran\"}");
+    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{kind=\"read\",result=\"ran\"}");
   };
   const double before = inline_ran();
   for (int i = 0; i < 50; ++i) {
@@ -484,7 +484,7 @@ TEST(ServerProcsOverTcp, AWriteThatWasPreemptedSendsNoWritesToWorkers) {
   const nfs_fh3 f = client.create(root, "data");
   std::vector<std::uint8_t> block(4096, 0x5a);
   const auto to_workers = [&] {
-    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{result=\"worker\"}");
+    return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{kind=\"write\",result=\"worker\"}");
   };
   // The first opens the file, on a worker.
   ASSERT_EQ(client.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 4096, stable_how::UNSTABLE, block}).status, NFS3_OK);

@@ -72,7 +72,7 @@ grep -q "^nfsrdma_client_mount_info{mountpoint=\"$MNT\",server=\"127.0.0.1\",exp
 dd if="$MNT/data" of=/dev/null bs=1M iflag=direct status=none || fail "O_DIRECT read"
 curl -sf "http://127.0.0.1:$SMET/metrics" >"$WORK/server.prom" || fail "no server metrics"
 at_least 'nfsrdma_server_open_file_lookups_total{result="hit"}' 8 "$WORK/server.prom"
-at_least 'nfsrdma_server_inline_calls_total{result="ran"}' 8 "$WORK/server.prom"
+at_least 'nfsrdma_server_inline_calls_total{kind="read",result="ran"}' 8 "$WORK/server.prom"
 at_least 'nfsrdma_client_calls_total{proc="COMMIT"}' 1 "$WORK/client.prom"
 at_least 'nfsrdma_client_bytes_total{op="write"}' $((8 << 20)) "$WORK/client.prom"
 at_least 'nfsrdma_client_call_seconds_bucket{proc="WRITE",le="+Inf"}' 8 "$WORK/client.prom"
