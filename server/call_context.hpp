@@ -1,6 +1,7 @@
 // Who sent a call, as the RPC layer established it.
 #pragma once
 
+#include "lib/nfs3/nfs3_types.hpp"
 #include "lib/rpc/transport.hpp"
 #include "server/identity.hpp"
 
@@ -16,6 +17,12 @@ struct CallContext {
   // and its reply is thrown away, for a worker to run the call again.
   bool may_block = true;
   mutable bool would_block = false;
+  // What a call on a transport's thread that is a worker's returns:
+  // would_block set, and the status of the reply thrown away.
+  nfs3::nfsstat3 pass_on() const {
+    would_block = true;
+    return nfs3::NFS3ERR_JUKEBOX;
+  }
   // Lent by the transport for READ data (rpc::IncomingCall::pipes), or null.
   PipePool* pipes = nullptr;
 };

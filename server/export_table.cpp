@@ -38,7 +38,7 @@ Result<std::unique_ptr<Export>> ExportTable::open(const ExportEntry& entry) cons
   if (!ex->mount_fd.valid()) return sys_error(errno, "export " + entry.path);
   ex->root_dev = st.st_dev;
   struct statfs fs {};
-  ex->in_memory = ::fstatfs(ex->mount_fd.get(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+  ex->in_memory = ::fstatfs(ex->mount_fd.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
   ex->root_ino = st.st_ino;
   ex->root = std::move(root);
   ex->root_fh = codec_.encode(ex->id, kh);

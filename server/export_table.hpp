@@ -32,9 +32,10 @@ struct Export {
   int mount_id = 0;       // handles from another mount are refused
   dev_t root_dev = 0;
   ino_t root_ino = 0;
-  // tmpfs or ramfs (an export never crosses into another filesystem): its
-  // pages are memory, so nothing on it waits for a disk and nothing on it
-  // can be committed to one; Linux before 6.6 refuses RWF_NOWAIT there.
+  // tmpfs (an export never crosses into another filesystem; ramfs gives no
+  // file handles, so is never exported): its pages are memory, so nothing on
+  // it waits for a disk but swap, and nothing on it can be committed to one;
+  // Linux before 6.6 refuses RWF_NOWAIT there.
   bool in_memory = false;
   nfs3::nfs_fh3 root_fh;
   metrics::Counter* read_bytes = nullptr;   // file data read and written through it,

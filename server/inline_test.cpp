@@ -237,8 +237,7 @@ TEST_F(Inline, ReadsOfAFileKeptOpenRunInline) {
 // spliced from the page cache into one, uncopied, on a worker: splicing may
 // wait for the disk. Less goes as before.
 TEST_F(Inline, LargeReadsGoByPipeFromAWorker) {
-  struct statfs fs {};
-  if (::statfs(dir_.c_str(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)) {
+  if (table_.all()[0]->in_memory) {
     GTEST_SKIP() << "the temporary directory is in memory: its READs run inline (InlineOnTmpfs)";
   }
   PipePool pool(4, 1 << 20);
@@ -284,7 +283,7 @@ TEST_F(InlineOnTmpfs, ReadsAndPartPageWritesOfAFileKeptOpenRunInline) {
   EXPECT_TRUE(r.ran);
   EXPECT_EQ(r.data, std::string(4096, 'x'));
   EXPECT_FALSE(r.eof);
-  ASSERT_FALSE(try_write(0, 4096));  // opened for writing
+  EXPECT_TRUE(try_write(0, 4096)) << "opened for writing from the reader's O_PATH descriptor, where it arrived";
   EXPECT_TRUE(try_write(2 * 4096 + 100, 100)) << "a part page";
   EXPECT_TRUE(try_write(4096, 4096, stable_how::FILE_SYNC)) << "a flush of memory waits for nothing";
   r = try_read(2 * 4096, 4096);
@@ -300,6 +299,7 @@ TEST_F(InlineOnTmpfs, ReadsAndPartPageWritesOfAFileKeptOpenRunInline) {
 }
 
 TEST_F(Inline, WritesThatWaitForTheDiskGoToAWorker) {
+  if (table_.all()[0]->in_memory) GTEST_SKIP() << "the temporary directory is in memory (InlineOnTmpfs)";
   ASSERT_FALSE(try_write(0, 4096));
   EXPECT_FALSE(try_write(4096, 4096, stable_how::FILE_SYNC)) << "a flush on a sync export";
   EXPECT_FALSE(try_write(4096, 4096, stable_how::DATA_SYNC));
@@ -445,7 +445,16 @@ TEST_F(InlineAsync, ChangesRunInlineWhereWhatTheyNameIsKeptOpen) {
 
   sattr3 mode;
   mode.mode = 0600;
-  EXPECT_FALSE(setattr(*made.obj, mode).first) << "a file not kept open";
+  auto [new_ran, new_mode] = setattr(*made.obj, mode);
+  EXPECT_TRUE(new_ran) << "what a CREATE made is kept open, for the SETATTRs after it";
+  EXPECT_EQ(new_mode.status, NFS3_OK);
+  data_.assign(100, 'n');
+  auto [write_ran, wrote] =
+      try_inline<WRITE3res>(Proc::WRITE, WRITE3args{*made.obj, 0, 100, stable_how::UNSTABLE, data_});
+  EXPECT_TRUE(write_ran) << "a file a CREATE made is opened for its first WRITE on the receiving thread";
+  EXPECT_EQ(wrote.status, NFS3_OK);
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/new"), 100u);
+  EXPECT_FALSE(setattr(file_, mode).first) << "a file not kept open";
   ASSERT_FALSE(try_write(0, 4096));  // the worker opens 'file' for writing, and keeps it
   auto [chmod_ran, chmod] = setattr(file_, mode);
   EXPECT_TRUE(chmod_ran);
@@ -539,6 +548,11 @@ TEST_F(InlineOnTmpfs, ChangesOnASyncExportInMemoryRunInlineAndCommitNothing) {
   auto [ran, made] = try_inline<CreateRes>(Proc::CREATE, a);
   EXPECT_TRUE(ran) << "the root is kept open";
   EXPECT_EQ(made.status, NFS3_OK);
+  ASSERT_TRUE(made.obj);
+  auto [read_ran, read] = try_inline<READ3res>(Proc::READ, READ3args{*made.obj, 0, 4096});
+  EXPECT_TRUE(read_ran) << "a file a CREATE made is opened for its first READ on the receiving thread";
+  EXPECT_EQ(read.status, NFS3_OK);
+  EXPECT_TRUE(read.eof);
   auto [rename_ran, renamed] = try_inline<RENAME3res>(Proc::RENAME, RENAME3args{{root, "new"}, {root, "moved"}});
   EXPECT_TRUE(rename_ran);
   EXPECT_EQ(renamed.status, NFS3_OK);

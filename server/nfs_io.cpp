@@ -2,7 +2,7 @@
 //
 // WRITE runs on a transport's own thread (CallContext::may_block false) when
 // nothing in it waits for the disk: its descriptor is open (in the open-file
-// cache), it asks for no flush, it is small, and a page it writes only in
+// cache, or opened there from the O_PATH one a CREATE left), it asks for no flush, it is small, and a page it writes only in
 // part is in the page cache (else the kernel reads it first). Buffered
 // writes have no RWF_NOWAIT on ext4 or tmpfs, so this is decided here, and
 // checked afterwards: an inline write that slept long (dirty-page
@@ -76,12 +76,21 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     }
     if (auto s = admit(ctx, need, o); s != NFS3_OK) return s;
   } else {
-    if (!ctx.may_block) {
-      ctx.would_block = true;  // resolving and opening may read from disk
-      return NFS3ERR_JUKEBOX;
-    }
     Object path;
-    if (auto s = access(ctx, fh, need, path); s != NFS3_OK) return s;
+    if (ctx.may_block) {
+      if (auto s = access(ctx, fh, need, path); s != NFS3_OK) return s;
+    } else {
+      // Resolving a handle may read from disk: on a transport's thread only
+      // a file files_ holds (by its O_PATH descriptor: what a CREATE just
+      // made, or open for the other use), whose inode is in memory, is
+      // opened, timed as a WRITE or change is. The open can still wait
+      // (a fanotify permission listener, IMA): the timing's pause bounds it.
+      std::shared_ptr<const OpenFiles::File> held;
+      if (inline_paused()) return ctx.pass_on();
+      if (auto s = held_open(ctx, fh, path, held, st, std::nullopt, need); s != NFS3_OK) return s;
+      path.fd = Fd(::fcntl(held->path.get(), F_DUPFD_CLOEXEC, 0));
+      if (!path.fd.valid()) return ctx.pass_on();
+    }
     if (stat_fd(path.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
     if (S_ISDIR(st.st_mode)) return NFS3ERR_ISDIR;
     if (!S_ISREG(st.st_mode)) return NFS3ERR_INVAL;
@@ -89,9 +98,15 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     Credentials who = identity(ctx, path);
     if (!become_root()) return NFS3ERR_SERVERFAULT;
     // Writers' read too, only to ask the page cache (may_write_inline).
-    Fd io(::open(ProcPath(path.fd.get()).c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY));
+    // O_NONBLOCK inline: a lease another process holds does not make it wait
+    // (and on the local filesystems exported, it changes no read or write).
+    const int flags = (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | (ctx.may_block ? 0 : O_NONBLOCK);
+    const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
+    Fd io(::open(ProcPath(path.fd.get()).c_str(), flags));
     int err = errno;
+    if (!ctx.may_block) inline_end(started, "file's open");
     if (!become(who)) return NFS3ERR_SERVERFAULT;
+    if (!io.valid() && err == EWOULDBLOCK && !ctx.may_block) return ctx.pass_on();
     if (!io.valid()) return errno_to_nfsstat3(err);
     o.ex = path.ex;
     o.opts = path.opts;
@@ -148,10 +163,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   const std::uint64_t there = a.offset < size ? std::min<std::uint64_t>(count, size - a.offset) : 0;
   const bool to_pipe = ctx.pipes && there >= kSpliceMin && reply.area.size() < count &&
                        pages_spanned(a.offset, there) * kPage <= ctx.pipes->capacity();
-  if (to_pipe && !ctx.may_block && !o.ex->in_memory) {
-    ctx.would_block = true;
-    return fail(NFS3ERR_JUKEBOX, nullptr, nullptr);
-  }
+  if (to_pipe && !ctx.may_block && !o.ex->in_memory) return fail(ctx.pass_on(), nullptr, nullptr);
   PipePool::Pipe pipe = to_pipe ? ctx.pipes->take() : PipePool::Pipe();
   out.enumeration(NFS3_OK);
   post_op_attr attrs = to_fattr3(st, *o.ex);
@@ -211,19 +223,13 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   if (a.count != a.data.size()) return NFS3ERR_INVAL;
   // Too big to run inline, or a slow one paused them: off to a worker before
   // any syscall here, which the worker would only make again.
-  if (!ctx.may_block && (a.data.size() > kInlineWriteMax || inline_paused())) {
-    ctx.would_block = true;
-    return NFS3ERR_JUKEBOX;
-  }
+  if (!ctx.may_block && (a.data.size() > kInlineWriteMax || inline_paused())) return ctx.pass_on();
   Object o;
   std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
   if (auto s = io_file(ctx, a.file, true, o, f, st); s != NFS3_OK) return s;
   const int fd = f->io.get();
-  if (!ctx.may_block && !may_write_inline(a, o, *f, st)) {
-    ctx.would_block = true;
-    return NFS3ERR_JUKEBOX;
-  }
+  if (!ctx.may_block && !may_write_inline(a, o, *f, st)) return ctx.pass_on();
   const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
   r.file_wcc.before = to_wcc_attr(st);
   auto after = [&] {

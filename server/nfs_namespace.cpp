@@ -32,11 +32,6 @@ bool frees_much(int dirfd, const std::string& name) {
          large(st);
 }
 
-nfsstat3 passed_on(const CallContext& ctx) {
-  ctx.would_block = true;
-  return NFS3ERR_JUKEBOX;
-}
-
 // EXCLUSIVE create keeps the client's verifier in the new file's atime and
 // mtime seconds, as nfsd does, so a retransmitted CREATE finds it (RFC 1813
 // §3.3.8); the client then sets the real times with SETATTR.
@@ -66,6 +61,7 @@ nfsstat3 NfsService::finish_create(const CallContext& ctx, Object& dir, const st
     nfs_fh3 fh;
     if (handle_of(exports_, *dir.ex, child.fd.get(), fh) == NFS3_OK) res.obj = fh;
     res.obj_attributes = post_op(child);
+    if (s == NFS3_OK && res.obj) keep_open(fh, child);  // its SETATTRs (mode, times, owner) run inline
   }
   res.dir_wcc.after = post_op(dir);
   return s;
@@ -89,7 +85,7 @@ nfsstat3 NfsService::make_entry(const CallContext& ctx, const diropargs3& where,
 nfsstat3 NfsService::do_create(const CallContext& ctx, const CREATE3args& a, CreateRes& res) {
   const sattr3& want = a.obj_attributes;
   // It truncates a file that may exist, as SETATTR's does: a worker's.
-  if (!ctx.may_block && a.mode != createmode3::EXCLUSIVE && want.size) return passed_on(ctx);
+  if (!ctx.may_block && a.mode != createmode3::EXCLUSIVE && want.size) return ctx.pass_on();
   mode_t mode = (a.mode != createmode3::EXCLUSIVE && want.mode) ? (*want.mode & 07777) : 0;
   sattr3 rest;  // what mknodat did not already set
   if (a.mode != createmode3::EXCLUSIVE) {
@@ -165,7 +161,7 @@ nfsstat3 NfsService::do_remove(const CallContext& ctx, const diropargs3& a, WccR
   nfsstat3 s = check_name(a.name);
   if (s == NFS3_OK && a.name == ".") s = NFS3ERR_INVAL;
   if (s == NFS3_OK && a.name == "..") s = dir_wanted ? NFS3ERR_NOTEMPTY : NFS3ERR_INVAL;
-  if (s == NFS3_OK && !ctx.may_block && frees_much(dir.fd.get(), a.name)) return passed_on(ctx);
+  if (s == NFS3_OK && !ctx.may_block && frees_much(dir.fd.get(), a.name)) return ctx.pass_on();
   nfs_fh3 victim;  // an open file or directory removed is closed now, not when the cache lets it go
   bool known = s == NFS3_OK && files_.size() > 0 &&
                handle_of_child(exports_, *dir.ex, dir.fd.get(), a.name.c_str(), victim) == NFS3_OK;
@@ -195,7 +191,7 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
     if (::fstatat(to.fd.get(), a.to.name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0 &&
         ((S_ISREG(target.st_mode) && target.st_nlink == 1 && large(target)) ||
          (::fstatat(from.fd.get(), a.from.name.c_str(), &source, AT_SYMLINK_NOFOLLOW) == 0 && large(source)))) {
-      return passed_on(ctx);
+      return ctx.pass_on();
     }
   }
   nfs_fh3 victim;  // what the rename replaces, as for REMOVE

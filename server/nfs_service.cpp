@@ -129,10 +129,7 @@ nfsstat3 NfsService::held_open(const CallContext& ctx, const nfs_fh3& fh, Object
                                std::optional<OpenFiles::Use> use, Need need) {
   f = use ? files_.get(fh, *use) : files_.peek(fh, need == Need::modify);  // a change keeps it open longer
   if (f) o.ex = exports_.by_id(f->export_id);
-  if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) {
-    ctx.would_block = true;
-    return NFS3ERR_JUKEBOX;
-  }
+  if (!f || !o.ex || stat_fd(f->path.get(), st) != 0 || st.st_nlink == 0) return ctx.pass_on();
   return admit(ctx, need, o);
 }
 
@@ -145,7 +142,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
       files_.forget(fh);  // removed, and found only because files_ holds it: stale, as it would be without
       return NFS3ERR_STALE;
     }
-    if (S_ISDIR(st.st_mode)) keep_dir_open(fh, out);
+    if (S_ISDIR(st.st_mode)) keep_open(fh, out);
     return NFS3_OK;
   }
   std::shared_ptr<const OpenFiles::File> f;
@@ -156,8 +153,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
     if (!out.opts->sync || out.ex->in_memory) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
     if (out.fd.valid()) return NFS3_OK;
   }
-  ctx.would_block = true;
-  return NFS3ERR_JUKEBOX;
+  return ctx.pass_on();
 }
 
 nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) const {
@@ -185,10 +181,10 @@ nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) cons
   return NFS3_OK;
 }
 
-void NfsService::keep_dir_open(const nfs_fh3& fh, const Object& dir) {
+void NfsService::keep_open(const nfs_fh3& fh, const Object& o) {
   if (files_.peek(fh)) return;
-  if (Fd kept(::fcntl(dir.fd.get(), F_DUPFD_CLOEXEC, 0)); kept.valid()) {
-    files_.put(fh, OpenFiles::Use::dir, {dir.ex->id, std::move(kept), {}});
+  if (Fd kept(::fcntl(o.fd.get(), F_DUPFD_CLOEXEC, 0)); kept.valid()) {
+    files_.put(fh, OpenFiles::Use::path, {o.ex->id, std::move(kept), {}});
   }
 }
 
@@ -209,7 +205,7 @@ void NfsService::inline_end(const InlineStart& start, const char* what) {
   rusage now {};
   if (::getrusage(RUSAGE_THREAD, &now) != 0 || now.ru_nvcsw == start.slept) return;
   inline_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlinePause).count(), std::memory_order_relaxed);
-  NFSRDMA_LOG_LIMITED(info, "nfs: a {} took {} µs on a transport's thread; WRITEs and changes go to workers for {} s",
+  NFSRDMA_LOG_LIMITED(info, "nfs: a {} took {} µs on a transport's thread; WRITEs, changes and opens go to workers for {} s",
                       what, took / 1000, kInlinePause.count());
 }
 
@@ -271,10 +267,7 @@ nfsstat3 apply_sattr(const Object& o, const sattr3& attrs, const Credentials& wh
 }
 
 nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, WccRes& r) {
-  if (!ctx.may_block && a.new_attributes.size) {
-    ctx.would_block = true;  // a truncate may free a whole file's blocks
-    return NFS3ERR_JUKEBOX;
-  }
+  if (!ctx.may_block && a.new_attributes.size) return ctx.pass_on();  // a truncate may free a whole file's blocks
   Object o;
   if (auto s = reach(ctx, a.object, Need::modify, o); s != NFS3_OK) return s;
   struct stat st {};
@@ -299,7 +292,7 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
   if (!ctx.may_block) {
     // On a transport's thread: a directory held open, and a name the kernel
     // has cached (lookup_child's cached_only), so nothing waits for the disk.
-    if (auto s = held_open(ctx, a.dir, dir, held, st, OpenFiles::Use::dir); s != NFS3_OK) return s;
+    if (auto s = held_open(ctx, a.dir, dir, held, st, OpenFiles::Use::path); s != NFS3_OK) return s;
     dirfd = held->path.get();
   } else {
     if (auto s = access(ctx, a.dir, Need::read, dir); s != NFS3_OK) return s;
@@ -311,7 +304,7 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
     }
     dirfd = dir.fd.get();
     // Kept for the LOOKUPs that follow in it (a client walking a tree).
-    if (S_ISDIR(st.st_mode)) keep_dir_open(a.dir, dir);
+    if (S_ISDIR(st.st_mode)) keep_open(a.dir, dir);
   }
   r.dir_attributes = to_fattr3(st, *dir.ex);
   Object child{dir.ex, dir.opts, {}};

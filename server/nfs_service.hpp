@@ -68,8 +68,10 @@ class NfsService {
   // directory is kept open, as a LOOKUP keeps one, so the changes that
   // follow in it can run inline.
   nfs3::nfsstat3 reach(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out);
-  void keep_dir_open(const nfs3::nfs_fh3& fh, const Object& dir);
-  // On a `sync` export not in memory (tmpfs's and ramfs's fsync write
+  // Keeps `o`'s O_PATH descriptor in files_ (OpenFiles::Use::path) unless
+  // something holds `fh` open already.
+  void keep_open(const nfs3::nfs_fh3& fh, const Object& o);
+  // On a `sync` export not in memory (tmpfs's fsync writes
   // nothing, as nfsd's commit_metadata does there), `o` as a change left it
   // on stable storage before the reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as
   // nfsd's commit_metadata keeps it): a directory or regular file fsynced,
@@ -81,8 +83,9 @@ class NfsService {
   // its directory (one journal transaction on ext4 and XFS), a SETATTR of
   // one is not.
   nfs3::nfsstat3 commit_change(const CallContext& ctx, const Object& o) const;
-  // Calls that may sleep (a WRITE, a change) run inline only while this is
-  // false; one that slept and took long makes it true for a while.
+  // Calls that may sleep (a WRITE, a change, a file's open) run inline only
+  // while this is false; one that slept and took long makes it true for a
+  // while.
   bool inline_paused() const;
   struct InlineStart {
     std::int64_t ns = 0;
@@ -128,7 +131,9 @@ class NfsService {
   // permission is checked on every call; the owner may always read and write
   // their own file (nfsd's owner override: a file created 0444 over NFS must
   // still take the writes that follow). `o` gets the export and its options
-  // (not a descriptor).
+  // (not a descriptor). On a transport's thread a file not open for that is
+  // opened only if files_ holds it otherwise (Use::path: what a CREATE just
+  // made; or open for the other use); else it is a worker's.
   nfs3::nfsstat3 io_file(const CallContext& ctx, const nfs3::nfs_fh3& fh, bool write, Object& o,
                          std::shared_ptr<const OpenFiles::File>& f, struct stat& st);
   // nfs_readdir.cpp
@@ -142,8 +147,8 @@ class NfsService {
   NfsLimits limits_;
   nfs3::verf8 write_verf_;
   OpenFiles files_{256, std::chrono::seconds(2)};
-  // Until then (steady clock, ns), WRITEs and changes go to workers: an
-  // inline one was slow (inline_end).
+  // Until then (steady clock, ns), WRITEs, changes and opens go to workers:
+  // an inline one was slow (inline_end).
   std::atomic<std::int64_t> inline_from_ns_{0};
 };
 

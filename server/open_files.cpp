@@ -30,7 +30,7 @@ OpenFiles::Key::Key(const nfs3::nfs_fh3& fh, Use use) : len_(std::min<std::size_
 }
 
 namespace {
-constexpr OpenFiles::Use kUses[] = {OpenFiles::Use::read, OpenFiles::Use::write, OpenFiles::Use::dir};
+constexpr OpenFiles::Use kUses[] = {OpenFiles::Use::read, OpenFiles::Use::write, OpenFiles::Use::path};
 }  // namespace
 
 OpenFiles::OpenFiles(std::size_t capacity, std::chrono::milliseconds idle)

@@ -1,12 +1,12 @@
-// Descriptors open for READ, WRITE and COMMIT, and directories LOOKUP looked
-// in, kept between calls (nfsd's open-file cache): a call that finds its file
+// Descriptors open for READ, WRITE and COMMIT, directories LOOKUP looked
+// in, and what a change made, kept between calls (nfsd's open-file cache): a call that finds its file
 // here neither resolves its handle nor reopens the file, so a cached READ is
 // fstat, faccessat2 and pread, and its inode is in memory (calls over RDMA
 // run on the connection's thread only then).
 //
-// An entry holds the object's O_PATH descriptor and, for a file, one opened
-// by root for reading or for writing (two entries when a file is both read
-// and written); a directory's entry has only the first.
+// An entry holds the object's O_PATH descriptor and, for a file read or
+// written, one opened by root for reading or for writing (a file has up to
+// three entries: read, write, path); a `path` entry has only the first.
 // Permission stays the caller's, checked on every call (NfsService::io_file).
 // Bounded: at most `capacity` entries, the least recently used closed first,
 // and a reaper thread closes what was unused for `idle`, so that a file removed
@@ -35,13 +35,14 @@ class OpenFiles {
   struct File {
     std::uint32_t export_id = 0;
     Fd path;  // O_PATH
-    Fd io;    // O_RDONLY or O_WRONLY, opened as root; none for a directory
-    // tmpfs or ramfs: its pages are memory, so reading them waits for no
-    // disk, but Linux before 6.6 refuses RWF_NOWAIT there (EOPNOTSUPP).
-    bool in_memory = false;
+    Fd io;    // O_RDONLY, or O_RDWR for a writer, opened as root; none for Use::path
   };
   // What an entry is kept for (the last byte of its key).
-  enum class Use : char { read = 'r', write = 'w', dir = 'd' };
+  // `path`: the O_PATH descriptor alone, for a directory a LOOKUP looked in
+  // or a change was made in, and for what a CREATE, MKDIR, SYMLINK or MKNOD
+  // just made, so the changes that follow there (a mode, times, an owner;
+  // names in a new directory) run on a transport's thread.
+  enum class Use : char { read = 'r', write = 'w', path = 'p' };
 
   OpenFiles(std::size_t capacity, std::chrono::milliseconds idle);
   ~OpenFiles();

@@ -486,7 +486,7 @@ TEST(ServerProcsOverTcp, AWriteThatWasPreemptedSendsNoWritesToWorkers) {
   const auto to_workers = [&] {
     return metric(scrape(metrics_port), "nfsrdma_server_inline_calls_total{kind=\"write\",result=\"worker\"}");
   };
-  // The first opens the file, on a worker.
+  // The first opens the file.
   ASSERT_EQ(client.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 4096, stable_how::UNSTABLE, block}).status, NFS3_OK);
   const double before = to_workers();
   // Four connections on the server's one event loop keep it busy.
