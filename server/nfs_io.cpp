@@ -101,10 +101,12 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     // O_NONBLOCK inline: a lease another process holds does not make it wait
     // (and on the local filesystems exported, it changes no read or write).
     const int flags = (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | (ctx.may_block ? 0 : O_NONBLOCK);
-    const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
+    // A WRITE times its open with the rest of it (do_write).
+    const bool timed = !ctx.may_block && !write;
+    const InlineStart started = timed ? inline_start() : InlineStart{};
     Fd io(::open(ProcPath(path.fd.get()).c_str(), flags));
     int err = errno;
-    if (!ctx.may_block) inline_end(started, "file's open");
+    if (timed) inline_end(started, "file's open");
     if (!become(who)) return NFS3ERR_SERVERFAULT;
     if (!io.valid() && err == EWOULDBLOCK && !ctx.may_block) return ctx.pass_on();
     if (!io.valid()) return errno_to_nfsstat3(err);
@@ -224,13 +226,13 @@ nfsstat3 NfsService::do_write(const CallContext& ctx, const WRITE3args& a, WRITE
   // Too big to run inline, or a slow one paused them: off to a worker before
   // any syscall here, which the worker would only make again.
   if (!ctx.may_block && (a.data.size() > kInlineWriteMax || inline_paused())) return ctx.pass_on();
+  const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
   Object o;
   std::shared_ptr<const OpenFiles::File> f;
   struct stat st {};
   if (auto s = io_file(ctx, a.file, true, o, f, st); s != NFS3_OK) return s;
   const int fd = f->io.get();
   if (!ctx.may_block && !may_write_inline(a, o, *f, st)) return ctx.pass_on();
-  const InlineStart started = ctx.may_block ? InlineStart{} : inline_start();
   r.file_wcc.before = to_wcc_attr(st);
   auto after = [&] {
     struct stat now {};
