@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,15 +34,14 @@ metrics::Counter& polls(bool found_work) {
 
 ProgressLoop::ProgressLoop(RdmaServer& server, int index) : server_(server), index_(index) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd_ < 0 || event_fd_ < 0) {
+  if (epoll_fd_ < 0) {
     spdlog::critical("rdma: cannot make a progress loop: {}", std::strerror(errno));
     std::abort();
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the eventfd; a connection's descriptor carries the connection
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev) != 0) {
+  ev.data.ptr = nullptr;  // the inbox; a connection's descriptor carries the connection
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, inbox_.fd(), &ev) != 0) {
     spdlog::critical("rdma: cannot make a progress loop: {}", std::strerror(errno));
     std::abort();
   }
@@ -51,7 +49,6 @@ ProgressLoop::ProgressLoop(RdmaServer& server, int index) : server_(server), ind
 
 ProgressLoop::~ProgressLoop() {
   join();
-  close(event_fd_);
   close(epoll_fd_);
 }
 
@@ -64,36 +61,21 @@ void ProgressLoop::start() {
 
 void ProgressLoop::join() {
   if (!thread_.joinable()) return;
-  wake();
+  inbox_.wake_now();  // the server is stopping: a flag read before sleep_begin
   thread_.join();
 }
 
 void ProgressLoop::add(std::shared_ptr<ServerConnection> conn) {
   conn->loop_ = shared_from_this();
   load_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lk(added_mu_);
-    added_.push_back(std::move(conn));
-  }
-  has_added_.store(true);
-  wake();
+  inbox_.post(std::move(conn));
 }
 
-void ProgressLoop::wake() {
-  if (!sleeping_.load()) return;
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = write(event_fd_, &one, sizeof one);  // full only after 2^64-1 wakes
-}
+void ProgressLoop::wake() { inbox_.wake(); }
 
 void ProgressLoop::take_added() {
-  if (!has_added_.load(std::memory_order_relaxed)) return;
-  std::vector<std::shared_ptr<ServerConnection>> added;
-  {
-    std::lock_guard lk(added_mu_);
-    added.swap(added_);
-    has_added_.store(false, std::memory_order_relaxed);
-  }
-  for (auto& c : added) {
+  inbox_.take(added_);
+  for (auto& c : added_) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = c.get();
@@ -117,7 +99,7 @@ void ProgressLoop::run() {
     const bool timers_due = stopping || now - timers_ns >= kTimersNs;
     if (timers_due) timers_ns = now;
     const bool hot = turn_all(timers_due);
-    if (stopping && conns_.empty() && !has_added_.load()) break;
+    if (stopping && conns_.empty() && inbox_.empty()) break;
     if (hot) {
       if (polls_) stop_polling(true);
       idle = false;
@@ -157,11 +139,12 @@ bool ProgressLoop::turn_all(bool timers_due) {
   return hot;
 }
 
-// ORDER: sleeping_ set, then every inbox read; post() pushes, then reads
-// sleeping_ (wake()): a request posted meanwhile is either seen here or
-// wakes the loop. The inbox reads are relaxed, so sleep() puts a seq_cst
-// fence between the store and them (else a weakly ordered CPU may read
-// first, and a worker's reply waits out kSleepMs).
+// ORDER: after inbox_.sleep_begin(), every connection's inbox read;
+// ServerConnection::post() pushes, then wakes the loop through inbox_ (see
+// LoopInbox): a request posted meanwhile is either seen here or wakes it.
+// The inbox reads are relaxed, so sleep() puts a seq_cst fence between
+// sleep_begin's store and them (else a weakly ordered CPU may read first,
+// and a worker's reply waits out kSleepMs).
 bool ProgressLoop::arm() {
   for (auto& c : conns_) {
     if (c->has_inbox() || c->ended()) return false;
@@ -172,25 +155,24 @@ bool ProgressLoop::arm() {
     }
     c->armed_ = true;
   }
-  return !has_added_.load();
+  return true;
 }
 
 void ProgressLoop::sleep() {
-  sleeping_.store(true);
+  if (!inbox_.sleep_begin()) return;  // a connection added
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!arm()) {
-    sleeping_.store(false, std::memory_order_relaxed);
+    inbox_.sleep_end();
     return;
   }
   epoll_event ev[64];
   const int n = epoll_wait(epoll_fd_, ev, 64, kSleepMs);
-  sleeping_.store(false, std::memory_order_relaxed);
+  inbox_.sleep_end();
   for (int i = 0; i < n; ++i) {
     if (ev[i].data.ptr) {
       static_cast<ServerConnection*>(ev[i].data.ptr)->hot_ = true;
     } else {
-      std::uint64_t count = 0;
-      [[maybe_unused]] auto r = read(event_fd_, &count, sizeof count);
+      inbox_.woke();
     }
   }
 }

@@ -9,21 +9,21 @@
 // each turn taking at most one batch of completions, so one busy client
 // cannot starve the others. With none hot, the loop polls for a while when
 // the server is nearly idle (RdmaServerOptions::poll_time) and polling has
-// been finding work (spell()), else it arms
-// every connection it turned since it last slept (Endpoint::try_wait) and
-// sleeps in epoll over their completion queues' descriptors and its own
-// eventfd, which wake() writes. Whatever epoll reports turns hot. Every
-// connection is turned at least every 200 ms for its timers (peer gone, RMA
+// been finding work (spell()), else it arms every connection it turned
+// since it last slept (Endpoint::try_wait) and sleeps in epoll over their
+// completion queues' descriptors and its inbox's eventfd (LoopInbox, as the
+// TCP event loops'), which wake() writes. Whatever epoll reports turns hot.
+// Every connection is turned at least every 200 ms for its timers (peer gone, RMA
 // deadline). A connection that closes is drained and dropped on the loop.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "lib/base/loop_inbox.hpp"
 #include "lib/transport/rdma/poll_score.hpp"
 
 namespace nfsrdma::rdma {
@@ -62,17 +62,14 @@ class ProgressLoop : public std::enable_shared_from_this<ProgressLoop> {
   RdmaServer& server_;
   const int index_;
   int epoll_fd_ = -1;
-  int event_fd_ = -1;
+  LoopInbox<std::shared_ptr<ServerConnection>> inbox_;  // connections added
   std::thread thread_;
   std::atomic<std::size_t> load_{0};
-  std::atomic<bool> sleeping_{false};
   bool polls_ = false;  // holds one of RdmaServer::pollers_
   bool spell_polls_ = false;  // this idle spell is polled through (spell())
   PollScore score_;
-  std::mutex added_mu_;  // guards added_ (the acceptor's hand-over, not the data path)
-  std::vector<std::shared_ptr<ServerConnection>> added_;
-  std::atomic<bool> has_added_{false};
   // Loop thread only.
+  std::vector<std::shared_ptr<ServerConnection>> added_;  // inbox_'s last take
   std::vector<std::shared_ptr<ServerConnection>> conns_;
 };
 

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -461,13 +460,12 @@ class TcpCallChannel final : public rpc::ReplyChannel {
 }  // namespace
 
 TcpLoop::TcpLoop(TcpServer& server, unsigned index)
-    : server_(server), index_(index), epoll_(::epoll_create1(EPOLL_CLOEXEC)),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  NFSRDMA_CHECK(epoll_.valid() && wake_fd_.valid());
+    : server_(server), index_(index), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+  NFSRDMA_CHECK(epoll_.valid());
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = wake_fd_.get();
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+  ev.data.fd = inbox_.fd();
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_.fd(), &ev);
 }
 
 TcpLoop::~TcpLoop() {
@@ -493,38 +491,21 @@ void TcpLoop::adopt(Fd fd, const rpc::Peer& peer, int tag, std::shared_ptr<rpc::
   load_.fetch_add(1, std::memory_order_relaxed);
   server_.connection_count_.fetch_add(1);
   connections_gauge().add(1);
-  {
-    std::lock_guard lk(posted_mu_);
-    adopted_.push_back(std::move(c));
-  }
-  wake();
+  inbox_.post({Posted::Kind::adopt, std::move(c)});
 }
 
 void TcpLoop::close_ticket(std::uint64_t id, const char* why) {
-  {
-    std::lock_guard lk(posted_mu_);
-    to_close_.push_back({id, why});
-  }
-  wake();
+  inbox_.post({Posted::Kind::close, nullptr, id, why});
 }
 
-void TcpLoop::wake() {
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
-}
+void TcpLoop::wake() { inbox_.wake_now(); }
 
-void TcpLoop::resume(int fd) {
-  {
-    std::lock_guard lk(posted_mu_);
-    resume_.push_back(fd);
-  }
-  wake();
-}
+void TcpLoop::resume(int fd) { inbox_.post({Posted::Kind::resume, nullptr, 0, nullptr, fd}); }
 
 bool TcpLoop::budget_allows(int fd, const rpc::Address& addr) {
   if (server_.budget_->room(addr, server_.step_bytes_)) return true;
   {
-    std::lock_guard lk(posted_mu_);
+    std::lock_guard lk(budget_mu_);
     if (std::find(budget_waiting_.begin(), budget_waiting_.end(), fd) == budget_waiting_.end()) {
       budget_waiting_.push_back(fd);
     }
@@ -535,45 +516,42 @@ bool TcpLoop::budget_allows(int fd, const rpc::Address& addr) {
 }
 
 void TcpLoop::on_budget_room() {
+  std::vector<int> waiting;
   {
-    std::lock_guard lk(posted_mu_);
-    if (budget_waiting_.empty()) return;
-    resume_.insert(resume_.end(), budget_waiting_.begin(), budget_waiting_.end());
-    budget_waiting_.clear();
+    std::lock_guard lk(budget_mu_);
+    waiting.swap(budget_waiting_);
   }
-  wake();
+  for (int fd : waiting) resume(fd);
 }
 
 void TcpLoop::take_posted() {
-  std::vector<std::shared_ptr<TcpConnection>> adopted;
-  std::vector<std::pair<std::uint64_t, const char*>> to_close;
-  std::vector<int>& resume = resume_taken_;  // keeps its room: a busy connection is resumed often
-  resume.clear();
-  {
-    std::lock_guard lk(posted_mu_);
-    adopted.swap(adopted_);
-    to_close.swap(to_close_);
-    resume.swap(resume_);
-  }
-  for (auto& c : adopted) {
-    c->register_with_epoll();
-    if (intake_applied_) c->refresh_events();  // adopted as intake stopped: not read
-    spdlog::debug("tcp: connection from {} on loop {}", c->peer().describe(), index_);
-    connections_[c->fd()] = std::move(c);
-  }
-  for (auto [id, why] : to_close) {
-    for (auto& [fd, c] : connections_) {
-      if (c->ticket().id() != id) continue;
-      spdlog::debug("tcp: closing the connection from {} ({})", c->peer().describe(), why);
-      close_connection(fd);
-      break;
+  inbox_.take(posted_);
+  for (Posted& p : posted_) {
+    switch (p.kind) {
+      case Posted::Kind::adopt: {
+        auto& c = p.conn;
+        c->register_with_epoll();
+        if (intake_applied_) c->refresh_events();  // adopted as intake stopped: not read
+        spdlog::debug("tcp: connection from {} on loop {}", c->peer().describe(), index_);
+        connections_[c->fd()] = std::move(c);
+        break;
+      }
+      case Posted::Kind::close:
+        for (auto& [fd, c] : connections_) {
+          if (c->ticket().id() != p.ticket) continue;
+          spdlog::debug("tcp: closing the connection from {} ({})", c->peer().describe(), p.why);
+          close_connection(fd);
+          break;
+        }
+        break;
+      case Posted::Kind::resume: {
+        auto it = connections_.find(p.fd);
+        if (it == connections_.end() || server_.intake_stopped_) break;
+        it->second->refresh_events();  // EPOLLIN again, if it was off for the budget
+        on_readable(std::shared_ptr(it->second));
+        break;
+      }
     }
-  }
-  for (int fd : resume) {
-    auto it = connections_.find(fd);
-    if (it == connections_.end() || server_.intake_stopped_) continue;
-    it->second->refresh_events();  // EPOLLIN again, if it was off for the budget
-    on_readable(std::shared_ptr(it->second));
   }
 }
 
@@ -669,14 +647,15 @@ void TcpLoop::close_connection(int fd) {
 }
 
 void TcpLoop::drop_all() {
-  std::vector<std::shared_ptr<TcpConnection>> adopted;  // after the loop's end (a stop racing an accept)
-  {
-    std::lock_guard lk(posted_mu_);
-    adopted.swap(adopted_);
+  std::size_t adopted = 0;  // after the loop's end (a stop racing an accept)
+  inbox_.take(posted_);
+  for (Posted& p : posted_) {
+    if (p.kind != Posted::Kind::adopt) continue;
+    p.conn->release();
+    ++adopted;
   }
-  for (auto& c : adopted) c->release();
   for (auto& [fd, c] : connections_) c->release();
-  const auto n = static_cast<std::int64_t>(connections_.size() + adopted.size());
+  const auto n = static_cast<std::int64_t>(connections_.size() + adopted);
   connections_.clear();
   load_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
   server_.connection_count_.fetch_sub(static_cast<std::size_t>(n));
@@ -705,16 +684,17 @@ void TcpLoop::run() {
       server_.close_expired();
       next_expiry = Clock::now() + std::chrono::seconds(1);
     }
-    int n = ::epoll_wait(epoll_.get(), events, 64, server_.stopping_ ? 50 : 1000);
+    const bool may_sleep = inbox_.sleep_begin();
+    int n = ::epoll_wait(epoll_.get(), events, 64, !may_sleep ? 0 : server_.stopping_ ? 50 : 1000);
+    inbox_.sleep_end();
     if (n < 0 && errno != EINTR) {
       spdlog::error("tcp: epoll_wait failed: {}", std::strerror(errno));
       break;
     }
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
-      if (fd == wake_fd_.get()) {
-        std::uint64_t v;
-        [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+      if (fd == inbox_.fd()) {
+        inbox_.woke();
         continue;  // take_posted() next round
       }
       if (index_ == 0 && server_.accept_from(fd)) continue;

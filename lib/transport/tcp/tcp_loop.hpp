@@ -2,6 +2,8 @@
 // epoll set over its share of the connections, reads their records, hands
 // the calls out, and writes what replies left queued. A connection is the
 // loop's from adopt() until it ends; its replies may come from any thread.
+// Other threads hand the loop work through its LoopInbox, as the RDMA
+// progress loops' acceptor does.
 // Internal to lib/transport/tcp.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/base/loop_inbox.hpp"
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/budget.hpp"
 #include "lib/transport/tcp/socket.hpp"
@@ -42,6 +45,7 @@ class TcpLoop {
   // Closes the connection holding admission ticket `id`, if this loop has
   // it; `why` is for the log.
   void close_ticket(std::uint64_t id, const char* why);
+  // The loop looks at the server's flags (stopping, intake) at once.
   void wake();
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   // A connection that stopped reading with bytes already received: the loop
@@ -53,6 +57,14 @@ class TcpLoop {
   void on_budget_room();
 
  private:
+  // What other threads hand the loop.
+  struct Posted {
+    enum class Kind { adopt, close, resume } kind;
+    std::shared_ptr<TcpConnection> conn;  // adopt
+    std::uint64_t ticket = 0;             // close: the connection holding it
+    const char* why = nullptr;            // close: for the log
+    int fd = -1;                          // resume
+  };
   void run();
   void take_posted();  // adopted connections, tickets to close, connections to resume
   void on_readable(const std::shared_ptr<TcpConnection>& c);
@@ -62,16 +74,13 @@ class TcpLoop {
   TcpServer& server_;
   const unsigned index_;
   Fd epoll_;
-  Fd wake_fd_;
+  LoopInbox<Posted> inbox_;
   std::thread thread_;
   std::atomic<std::size_t> load_{0};
-  std::mutex posted_mu_;  // guards the four below
-  std::vector<std::shared_ptr<TcpConnection>> adopted_;
-  std::vector<std::pair<std::uint64_t, const char*>> to_close_;
-  std::vector<int> resume_;
-  std::vector<int> budget_waiting_;
+  std::mutex budget_mu_;             // guards budget_waiting_
+  std::vector<int> budget_waiting_;  // connections resumed when the budget has room
   // Loop thread only.
-  std::vector<int> resume_taken_;  // resume_'s last contents, swapped back next time
+  std::vector<Posted> posted_;  // inbox_'s last take: keeps its room, as a busy connection is resumed often
   std::map<int, std::shared_ptr<TcpConnection>> connections_;
   bool intake_applied_ = false;
 };
