@@ -516,12 +516,9 @@ bool TcpLoop::budget_allows(int fd, const rpc::Address& addr) {
 }
 
 void TcpLoop::on_budget_room() {
-  std::vector<int> waiting;
-  {
-    std::lock_guard lk(budget_mu_);
-    waiting.swap(budget_waiting_);
-  }
-  for (int fd : waiting) resume(fd);
+  std::lock_guard lk(budget_mu_);  // before the inbox's, which takes no other lock
+  for (int fd : budget_waiting_) resume(fd);
+  budget_waiting_.clear();  // keeps its room
 }
 
 void TcpLoop::take_posted() {
@@ -654,6 +651,7 @@ void TcpLoop::drop_all() {
     p.conn->release();
     ++adopted;
   }
+  posted_.clear();
   for (auto& [fd, c] : connections_) c->release();
   const auto n = static_cast<std::int64_t>(connections_.size() + adopted);
   connections_.clear();
