@@ -221,6 +221,7 @@ post_op_attr post_op(const Object& o) {
 }
 
 pre_op_attr pre_op(const Object& o) {
+  if (o.ex && o.reached) return to_wcc_attr(*o.reached);
   struct stat st {};
   if (!o.ex || stat_fd(o.fd.get(), st) != 0) return std::nullopt;
   return to_wcc_attr(st);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,48 @@
 
 namespace nfsrdma::server {
 
+// An object's O_PATH descriptor for one call: opened for it, or borrowed
+// from an open-file cache entry (OpenFiles), which `pin` keeps open for as
+// long as the call holds it, so a call on a held object neither duplicates
+// nor closes a descriptor.
+class ObjectFd {
+ public:
+  ObjectFd() = default;
+  explicit ObjectFd(Fd own) { *this = std::move(own); }
+  ObjectFd& operator=(Fd own) {
+    pin_.reset();
+    own_ = std::move(own);
+    fd_ = own_.get();
+    return *this;
+  }
+  void borrow(std::shared_ptr<const void> pin, int fd) {
+    own_.reset();
+    pin_ = std::move(pin);
+    fd_ = fd;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  bool owned() const { return own_.valid(); }
+  // The descriptor opened for the call, which the call no longer holds.
+  Fd release() {
+    fd_ = -1;
+    return std::move(own_);
+  }
+
+ private:
+  Fd own_;
+  std::shared_ptr<const void> pin_;
+  int fd_ = -1;
+};
+
 // An object a request works on: its export, the options that apply to the
-// caller, and an O_PATH descriptor.
+// caller, its O_PATH descriptor, and the attributes NfsService::reach found
+// it with (what a change's wcc data reports as before, with no second stat).
 struct Object {
   const Export* ex = nullptr;
   const ExportOptions* opts = nullptr;
-  Fd fd;
+  ObjectFd fd;
+  std::optional<struct stat> reached;
 };
 
 // "/proc/self/fd/N": reopens an O_PATH descriptor with real access modes under
@@ -74,6 +111,7 @@ bool is_export_root(const Export& ex, const struct stat& st);
 // fstat of an O_PATH descriptor.
 int stat_fd(int fd, struct stat& st);
 nfs3::post_op_attr post_op(const Object& o);
+// The attributes reach() found `o` with, else what a stat finds now.
 nfs3::pre_op_attr pre_op(const Object& o);
 
 }  // namespace nfsrdma::server

@@ -2,12 +2,14 @@
 // log line a client can repeat at will.
 #include "server/fs.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "lib/base/log.hpp"
@@ -16,6 +18,36 @@ namespace nfsrdma::server {
 namespace {
 
 using namespace nfs3;
+
+// A borrowed descriptor stays open while the call holds it, even once its
+// cache entry is gone; an owned one is the call's to give away, once.
+TEST(ObjectFd, ABorrowedDescriptorIsPinnedAndNeverClosedByTheCall) {
+  auto entry = std::make_shared<Fd>(::open("/", O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(entry->valid());
+  const int fd = entry->get();
+  {
+    ObjectFd borrowed;
+    borrowed.borrow(entry, fd);
+    entry.reset();  // the cache forgot it: the pin keeps it open
+    EXPECT_EQ(::fcntl(fd, F_GETFD), FD_CLOEXEC);
+    EXPECT_FALSE(borrowed.owned());
+    EXPECT_FALSE(borrowed.release().valid()) << "a borrowed descriptor is not the call's to give";
+  }
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "closed once the last holder let go";
+}
+
+TEST(ObjectFd, AnOwnedDescriptorIsReleasedOnceAndClosedOtherwise) {
+  ObjectFd own(Fd(::open("/", O_PATH | O_CLOEXEC)));
+  ASSERT_TRUE(own.owned());
+  const int fd = own.get();
+  Fd given = own.release();
+  EXPECT_EQ(given.get(), fd);
+  EXPECT_FALSE(own.valid());
+  {
+    ObjectFd again(std::move(given));
+  }
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);
+}
 
 TEST(ErrnoToNfsstat3, WhatALaterTryMayCureIsJukebox) {
   // ENOMEM: open_by_handle_at racing a rename on another connection.

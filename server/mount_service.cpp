@@ -169,7 +169,7 @@ MNT3res MountService::mnt(const CallContext& ctx, const std::string& path) {
     r.status = MNT3ERR_SERVERFAULT;
     return r;
   }
-  Object cur{ex, opts, Fd(::dup(ex->root.get()))};
+  Object cur{ex, opts, ObjectFd(dup_fd(ex->root.get()))};
   const std::vector<std::string> comps = normalised_components(rest);
   for (const auto& comp : comps) {
     Fd child;

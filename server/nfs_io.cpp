@@ -88,7 +88,7 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
       std::shared_ptr<const OpenFiles::File> held;
       if (inline_paused()) return ctx.pass_on();
       if (auto s = held_open(ctx, fh, path, held, st, std::nullopt, need); s != NFS3_OK) return s;
-      path.fd = Fd(::fcntl(held->path.get(), F_DUPFD_CLOEXEC, 0));
+      path.fd = dup_fd(held->path.get());  // for the new entry, which outlives this one
       if (!path.fd.valid()) return ctx.pass_on();
     }
     if (stat_fd(path.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
@@ -112,7 +112,7 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
     if (!io.valid()) return errno_to_nfsstat3(err);
     o.ex = path.ex;
     o.opts = path.opts;
-    f = files_.put(fh, use, {path.ex->id, std::move(path.fd), std::move(io)});
+    f = files_.put(fh, use, {path.ex->id, path.fd.release(), std::move(io)});
   }
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:

@@ -48,13 +48,11 @@ void verifier_times(const verf8& v, timespec out[2]) {
 
 nfsstat3 NfsService::finish_create(const CallContext& ctx, Object& dir, const std::string& name,
                                    const sattr3& attrs, CreateRes& res) {
-  Object child{dir.ex, dir.opts, {}};
-  int fd = ::openat(dir.fd.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  Object child{dir.ex, dir.opts, ObjectFd(Fd(::openat(dir.fd.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)))};
   nfsstat3 s = NFS3_OK;
-  if (fd < 0) {
+  if (!child.fd.valid()) {
     s = errno_to_nfsstat3(errno);
   } else {
-    child.fd = Fd(fd);
     s = apply_sattr(child, attrs, identity(ctx, dir));
     if (s == NFS3_OK) s = commit_change(ctx, child);
     if (s == NFS3_OK) s = commit_change(ctx, dir);

@@ -142,6 +142,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
       files_.forget(fh);  // removed, and found only because files_ holds it: stale, as it would be without
       return NFS3ERR_STALE;
     }
+    out.reached = st;
     if (S_ISDIR(st.st_mode)) keep_open(fh, out);
     return NFS3_OK;
   }
@@ -150,8 +151,12 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
   if (!inline_paused()) {
     // Its error, or JUKEBOX with would_block set if it is not held open.
     if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK) return s;
-    if (!out.opts->sync || out.ex->in_memory) out.fd = Fd(::fcntl(f->path.get(), F_DUPFD_CLOEXEC, 0));
-    if (out.fd.valid()) return NFS3_OK;
+    if (!out.opts->sync || out.ex->in_memory) {
+      out.reached = st;
+      const int fd = f->path.get();
+      out.fd.borrow(std::move(f), fd);
+      return NFS3_OK;
+    }
   }
   return ctx.pass_on();
 }
@@ -181,11 +186,11 @@ nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) cons
   return NFS3_OK;
 }
 
-void NfsService::keep_open(const nfs_fh3& fh, const Object& o) {
-  if (files_.peek(fh)) return;
-  if (Fd kept(::fcntl(o.fd.get(), F_DUPFD_CLOEXEC, 0)); kept.valid()) {
-    files_.put(fh, OpenFiles::Use::path, {o.ex->id, std::move(kept), {}});
-  }
+void NfsService::keep_open(const nfs_fh3& fh, Object& o) {
+  if (!o.fd.owned() || files_.peek(fh)) return;
+  auto kept = files_.put(fh, OpenFiles::Use::path, {o.ex->id, o.fd.release(), {}});
+  const int fd = kept->path.get();
+  o.fd.borrow(std::move(kept), fd);
 }
 
 bool NfsService::inline_paused() const { return steady_ns() < inline_from_ns_.load(std::memory_order_relaxed); }
@@ -270,9 +275,8 @@ nfsstat3 NfsService::do_setattr(const CallContext& ctx, const SETATTR3args& a, W
   if (!ctx.may_block && a.new_attributes.size) return ctx.pass_on();  // a truncate may free a whole file's blocks
   Object o;
   if (auto s = reach(ctx, a.object, Need::modify, o); s != NFS3_OK) return s;
-  struct stat st {};
-  if (stat_fd(o.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
-  r.wcc.before = to_wcc_attr(st);
+  r.wcc.before = pre_op(o);
+  if (!r.wcc.before) return errno_to_nfsstat3(errno);
   nfsstat3 s = NFS3_OK;
   if (a.guard && !(r.wcc.before->ctime == *a.guard)) {
     s = NFS3ERR_NOT_SYNC;
@@ -307,11 +311,12 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
     if (S_ISDIR(st.st_mode)) keep_open(a.dir, dir);
   }
   r.dir_attributes = to_fattr3(st, *dir.ex);
-  Object child{dir.ex, dir.opts, {}};
-  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, child.fd, !ctx.may_block); s != NFS3_OK) {
+  Fd found;
+  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, found, !ctx.may_block); s != NFS3_OK) {
     if (s == NFS3ERR_JUKEBOX && !ctx.may_block) ctx.would_block = true;
     return s;
   }
+  Object child{dir.ex, dir.opts, ObjectFd(std::move(found))};
   if (auto s = handle_of(exports_, *dir.ex, child.fd.get(), r.object); s != NFS3_OK) return s;
   r.obj_attributes = post_op(child);
   return NFS3_OK;

@@ -69,8 +69,9 @@ class NfsService {
   // follow in it can run inline.
   nfs3::nfsstat3 reach(const CallContext& ctx, const nfs3::nfs_fh3& fh, Need need, Object& out);
   // Keeps `o`'s O_PATH descriptor in files_ (OpenFiles::Use::path) unless
-  // something holds `fh` open already.
-  void keep_open(const nfs3::nfs_fh3& fh, const Object& o);
+  // something holds `fh` open already: the descriptor moves there, and `o`
+  // borrows it back.
+  void keep_open(const nfs3::nfs_fh3& fh, Object& o);
   // On a `sync` export not in memory (tmpfs's fsync writes
   // nothing, as nfsd's commit_metadata does there), `o` as a change left it
   // on stable storage before the reply (RFC 1813 §3.3's rule for every change but an UNSTABLE WRITE, as

@@ -38,6 +38,10 @@ class Fd {
   int fd_ = -1;
 };
 
+// A second descriptor for what `fd` refers to, close-on-exec (invalid if
+// that fails).
+inline Fd dup_fd(int fd) { return Fd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
+
 // Grows this process's descriptor table to room for `want` descriptors (at
 // most the soft RLIMIT_NOFILE) now. Call it before any thread starts: with
 // threads sharing the table, Linux waits an RCU grace period each time it

@@ -564,6 +564,10 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
     explicit Cork(TcpConnection& conn) : c(conn) { c.cork(); }
     ~Cork() { c.uncork(); }
   } cork{*c};
+  // A recv that filled less than its buffer emptied the socket: what comes
+  // later raises EPOLLIN again (level-triggered), so the loop goes back to
+  // epoll_wait instead of a recv that would find nothing.
+  bool drained = false;
   for (int round = 0; round < 64; ++round) {
     if (server_.intake_stopped_) return;  // read as intake stopped: nothing more is handed out
     // Resumed or not, nothing is handed out past a limit: the calls' count,
@@ -606,6 +610,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
     // The received calls are all handed out: their replies go now, before
     // a recv that may find nothing (a lone call's reply waits for no syscall).
     c->flush_batch();
+    if (drained) return;
     auto buf = reader.buffer();
     ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);
     if (n == 0) {
@@ -625,6 +630,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       return;
     }
     c->ticket().touch();
+    drained = static_cast<std::size_t>(n) < buf.size();
     reader.commit(static_cast<std::size_t>(n));
     c->sync_record_charge();
   }

@@ -126,6 +126,37 @@ TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
   loop.join();
 }
 
+// A record that arrives in pieces, each after the loop read the socket
+// empty (a short recv, after which it waits in epoll rather than reading
+// again), is read whole when its last piece comes, and the one after it too.
+TEST(TcpServer, ACallArrivingInPiecesAfterTheSocketWasReadEmptyIsRead) {
+  std::atomic<int> calls{0};
+  TcpServer server({}, [&](rpc::IncomingCall&& call) {
+    ++calls;
+    answer(call, 8, call.message[0]);
+  });
+  std::thread loop;
+  auto fd = start_and_connect(server, loop);
+  ASSERT_TRUE(fd.ok()) << fd.error().describe();
+  std::vector<std::uint8_t> record;
+  const auto mark = record_mark(8);
+  record.insert(record.end(), mark.begin(), mark.end());
+  record.push_back(7);
+  record.insert(record.end(), 7, 0);
+  for (std::size_t at : {std::size_t{0}, std::size_t{2}, std::size_t{6}}) {
+    const std::size_t end = at == 6 ? record.size() : (at == 0 ? 2 : 6);
+    ASSERT_EQ(::send(fd->get(), record.data() + at, end - at, 0), static_cast<ssize_t>(end - at));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  EXPECT_EQ(reply_from(fd->get()), 7);
+  record[4] = 8;
+  ASSERT_EQ(::send(fd->get(), record.data(), record.size(), 0), static_cast<ssize_t>(record.size()));
+  EXPECT_EQ(reply_from(fd->get()), 8);
+  EXPECT_EQ(calls.load(), 2);
+  server.stop();
+  loop.join();
+}
+
 // A reply whose payload is in a pipe (READ data spliced from a file) goes
 // as one record: its bytes, the pipe's contents, their XDR padding, and the
 // next reply after it. Payloads more than the socket takes at once (several
