@@ -360,6 +360,9 @@ TEST_F(Inline, LookupRunsInlineInADirectoryKeptOpenForANameTheKernelHasCached) {
   EXPECT_EQ(found.obj_attributes->size, 3 * 4096u);
   EXPECT_EQ(found.dir_attributes->type, NF3DIR);
   EXPECT_EQ(lookup(root, "..").second.object, root) << "'..' of the export's root is the root";
+  if (!table_.all()[0]->in_memory) {
+    EXPECT_FALSE(lookup(root, "missing").first) << "a name the kernel has not seen may need the disk";
+  }
   run<LOOKUP3res>(Proc::LOOKUP, diropargs3{root, "missing"});  // now the kernel knows it is not there
   auto [missing_ran, missing] = lookup(root, "missing");
   EXPECT_TRUE(missing_ran);
@@ -541,6 +544,23 @@ TEST_F(Inline, ChangesOnASyncExportAreCommittedOnAWorker) {
 // tmpfs has no disk to commit to (its fsync writes nothing, as nfsd's
 // commit_metadata does nothing there): on a `sync` export in memory a
 // change commits nothing and runs inline as on an `async` one.
+// tmpfs keeps every directory in memory: a name it has never been asked
+// for (the LOOKUP before each create of the kernel's NFS client) is looked
+// up where the call arrived, as one it has cached.
+TEST_F(InlineOnTmpfs, LookupsOfNamesTheKernelHasNotSeenRunInline) {
+  const nfs_fh3& root = table_.all()[0]->root_fh;
+  auto [ran, missing] = try_inline<LOOKUP3res>(Proc::LOOKUP, diropargs3{root, "never-seen"});
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(missing.status, NFS3ERR_NOENT);
+  EXPECT_TRUE(missing.dir_attributes.has_value());
+  std::ofstream(dir_ + "/made-here") << "m";
+  auto [made_ran, made] = try_inline<LOOKUP3res>(Proc::LOOKUP, diropargs3{root, "made-here"});
+  EXPECT_TRUE(made_ran);
+  ASSERT_EQ(made.status, NFS3_OK);
+  ASSERT_TRUE(made.obj_attributes.has_value());
+  EXPECT_EQ(made.obj_attributes->size, 1u);
+}
+
 TEST_F(InlineOnTmpfs, ChangesOnASyncExportInMemoryRunInlineAndCommitNothing) {
   const nfs_fh3& root = table_.all()[0]->root_fh;
   const std::uint64_t before = change_commits().value();

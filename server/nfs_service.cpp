@@ -295,7 +295,9 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
   int dirfd = -1;
   if (!ctx.may_block) {
     // On a transport's thread: a directory held open, and a name the kernel
-    // has cached (lookup_child's cached_only), so nothing waits for the disk.
+    // has cached (lookup_child's cached_only), so nothing waits for the disk;
+    // on an export in memory any name (tmpfs has no disk to read a
+    // directory from: a name it has not seen is a negative entry made there).
     if (auto s = held_open(ctx, a.dir, dir, held, st, OpenFiles::Use::path); s != NFS3_OK) return s;
     dirfd = held->path.get();
   } else {
@@ -312,7 +314,8 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
   }
   r.dir_attributes = to_fattr3(st, *dir.ex);
   Fd found;
-  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, found, !ctx.may_block); s != NFS3_OK) {
+  const bool cached_only = !ctx.may_block && !dir.ex->in_memory;
+  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, found, cached_only); s != NFS3_OK) {
     if (s == NFS3ERR_JUKEBOX && !ctx.may_block) ctx.would_block = true;
     return s;
   }
