@@ -32,7 +32,8 @@ class Dispatcher {
   // On a transport's own thread: runs `call` to completion and returns true
   // when it cannot block (NULL; GETATTR and ACCESS of a file or directory
   // kept open (NfsService::held_open); LOOKUP in a directory kept open of a
-  // name the kernel has cached, or of any name on an export in memory; READ of a file kept open whose data is in the
+  // name the kernel has cached, or on an export in memory of any name but a
+  // mount point; READ of a file kept open whose data is in the
   // page cache, or in memory (tmpfs); a small WRITE to a file kept open,
   // NfsService::may_write_inline; on an export that is not `sync` or is in
   // memory, a change of names or attributes, not a truncate, whose objects

@@ -186,24 +186,25 @@ bool is_export_root(const Export& ex, const struct stat& st) {
 nfsstat3 lookup_child(const Object& dir, const std::string& name, Fd& out) {
   struct stat st {};
   if (stat_fd(dir.fd.get(), st) != 0) return errno_to_nfsstat3(errno);
-  return lookup_child(*dir.ex, dir.fd.get(), st, name, out, false);
+  return lookup_child(*dir.ex, dir.fd.get(), st, name, out);
 }
 
 nfsstat3 lookup_child(const Export& ex, int dirfd, const struct stat& dir_st, const std::string& name, Fd& out,
-                      bool cached_only) {
+                      Resolve how) {
   if (auto s = check_name(name); s != NFS3_OK) return s;
   if (!S_ISDIR(dir_st.st_mode)) return NFS3ERR_NOTDIR;
   const char* component = name.c_str();
   if (name == ".." && is_export_root(ex, dir_st)) component = ".";
   constexpr int kFlags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
   int fd = -1;
-  if (cached_only) {
-    open_how how{};
-    how.flags = kFlags;
-    how.resolve = RESOLVE_CACHED;
-    fd = static_cast<int>(::syscall(SYS_openat2, dirfd, component, &how, sizeof how));
-    // EAGAIN: it would take the disk; ENOSYS, EINVAL: no RESOLVE_CACHED here.
-    if (fd < 0 && (errno == EAGAIN || errno == ENOSYS || errno == EINVAL)) return NFS3ERR_JUKEBOX;
+  if (how != Resolve::any) {
+    open_how oh{};
+    oh.flags = kFlags;
+    oh.resolve = how == Resolve::cached ? RESOLVE_CACHED : RESOLVE_NO_XDEV;
+    fd = static_cast<int>(::syscall(SYS_openat2, dirfd, component, &oh, sizeof oh));
+    // EAGAIN: it would take the disk; EXDEV: a mount point; ENOSYS, EINVAL:
+    // no openat2 or no RESOLVE_CACHED here.
+    if (fd < 0 && (errno == EAGAIN || errno == EXDEV || errno == ENOSYS || errno == EINVAL)) return NFS3ERR_JUKEBOX;
   } else {
     fd = ::openat(dirfd, component, kFlags);
   }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/base/fd.hpp"
@@ -29,6 +30,14 @@ class ObjectFd {
  public:
   ObjectFd() = default;
   explicit ObjectFd(Fd own) { *this = std::move(own); }
+  ObjectFd(ObjectFd&& o) noexcept
+      : own_(std::move(o.own_)), pin_(std::move(o.pin_)), fd_(std::exchange(o.fd_, -1)) {}
+  ObjectFd& operator=(ObjectFd&& o) noexcept {
+    own_ = std::move(o.own_);
+    pin_ = std::move(o.pin_);
+    fd_ = std::exchange(o.fd_, -1);
+    return *this;
+  }
   ObjectFd& operator=(Fd own) {
     pin_.reset();
     own_ = std::move(own);
@@ -99,12 +108,17 @@ nfs3::nfsstat3 check_name(const std::string& name);
 // Looks `name` up in directory `dir` without following symlinks; "." and ".."
 // resolve inside the export (".." of the root is the root).
 nfs3::nfsstat3 lookup_child(const Object& dir, const std::string& name, Fd& out);
+// How far a lookup on a transport's thread may go (openat2's RESOLVE_*):
+// `cached`, the kernel's dentry cache alone, so nothing waits for the disk;
+// `same_mount`, any name that crosses no mount (an export in memory, where
+// a name the kernel has not seen is a negative entry made in memory; a
+// mount point, which may wait on its filesystem, is a worker's). Either
+// answers NFS3ERR_JUKEBOX for what it may not resolve (also where the
+// kernel is older than 5.12). `any`: a worker's plain lookup.
+enum class Resolve : std::uint8_t { any, cached, same_mount };
 // The same in the directory `dirfd` of `ex`, whose attributes are `dir_st`.
-// `cached_only`: from the kernel's dentry cache alone (openat2
-// RESOLVE_CACHED), so nothing waits for the disk; NFS3ERR_JUKEBOX when the
-// name is not there (or the kernel is older than 5.12).
 nfs3::nfsstat3 lookup_child(const Export& ex, int dirfd, const struct stat& dir_st, const std::string& name,
-                            Fd& out, bool cached_only);
+                            Fd& out, Resolve how = Resolve::any);
 
 bool is_export_root(const Export& ex, const struct stat& st);
 

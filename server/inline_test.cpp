@@ -541,9 +541,6 @@ TEST_F(Inline, ChangesOnASyncExportAreCommittedOnAWorker) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/sub/new"));
 }
 
-// tmpfs has no disk to commit to (its fsync writes nothing, as nfsd's
-// commit_metadata does nothing there): on a `sync` export in memory a
-// change commits nothing and runs inline as on an `async` one.
 // tmpfs keeps every directory in memory: a name it has never been asked
 // for (the LOOKUP before each create of the kernel's NFS client) is looked
 // up where the call arrived, as one it has cached.
@@ -561,6 +558,9 @@ TEST_F(InlineOnTmpfs, LookupsOfNamesTheKernelHasNotSeenRunInline) {
   EXPECT_EQ(made.obj_attributes->size, 1u);
 }
 
+// tmpfs has no disk to commit to (its fsync writes nothing, as nfsd's
+// commit_metadata does nothing there): on a `sync` export in memory a
+// change commits nothing and runs inline as on an `async` one.
 TEST_F(InlineOnTmpfs, ChangesOnASyncExportInMemoryRunInlineAndCommitNothing) {
   const nfs_fh3& root = table_.all()[0]->root_fh;
   const std::uint64_t before = change_commits().value();

@@ -177,6 +177,9 @@ nfsstat3 NfsService::do_rename(const CallContext& ctx, const RENAME3args& a, REN
   if (auto s = reach(ctx, a.from.dir, Need::modify, from); s != NFS3_OK) return s;
   if (auto s = reach(ctx, a.to.dir, Need::modify, to); s != NFS3_OK) return s;
   if (from.ex != to.ex) return NFS3ERR_XDEV;
+  // Reaching `to` may have waited (a worker resolving its handle): `from`'s
+  // attributes are taken again, just before the rename, as `to`'s are.
+  from.reached.reset();
   r.fromdir_wcc.before = pre_op(from);
   r.todir_wcc.before = pre_op(to);
   nfsstat3 s = check_name(a.from.name);

@@ -210,7 +210,7 @@ void NfsService::inline_end(const InlineStart& start, const char* what) {
   rusage now {};
   if (::getrusage(RUSAGE_THREAD, &now) != 0 || now.ru_nvcsw == start.slept) return;
   inline_from_ns_.store(steady_ns() + std::chrono::nanoseconds(kInlinePause).count(), std::memory_order_relaxed);
-  NFSRDMA_LOG_LIMITED(info, "nfs: a {} took {} µs on a transport's thread; WRITEs, changes and opens go to workers for {} s",
+  NFSRDMA_LOG_LIMITED(info, "nfs: a {} took {} µs on a transport's thread; WRITEs, changes, opens and LOOKUPs past the dentry cache go to workers for {} s",
                       what, took / 1000, kInlinePause.count());
 }
 
@@ -295,9 +295,10 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
   int dirfd = -1;
   if (!ctx.may_block) {
     // On a transport's thread: a directory held open, and a name the kernel
-    // has cached (lookup_child's cached_only), so nothing waits for the disk;
-    // on an export in memory any name (tmpfs has no disk to read a
-    // directory from: a name it has not seen is a negative entry made there).
+    // has cached (Resolve::cached), so nothing waits for the disk; on an
+    // export in memory any name but a mount point (Resolve::same_mount),
+    // timed as a change is: it takes the directory's lock, which a change
+    // elsewhere may hold.
     if (auto s = held_open(ctx, a.dir, dir, held, st, OpenFiles::Use::path); s != NFS3_OK) return s;
     dirfd = held->path.get();
   } else {
@@ -314,11 +315,13 @@ nfsstat3 NfsService::do_lookup(const CallContext& ctx, const diropargs3& a, LOOK
   }
   r.dir_attributes = to_fattr3(st, *dir.ex);
   Fd found;
-  const bool cached_only = !ctx.may_block && !dir.ex->in_memory;
-  if (auto s = lookup_child(*dir.ex, dirfd, st, a.name, found, cached_only); s != NFS3_OK) {
-    if (s == NFS3ERR_JUKEBOX && !ctx.may_block) ctx.would_block = true;
-    return s;
+  nfsstat3 looked = lookup_child(*dir.ex, dirfd, st, a.name, found, ctx.may_block ? Resolve::any : Resolve::cached);
+  if (looked == NFS3ERR_JUKEBOX && !ctx.may_block && dir.ex->in_memory && !inline_paused()) {
+    const InlineStart started = inline_start();
+    looked = lookup_child(*dir.ex, dirfd, st, a.name, found, Resolve::same_mount);
+    inline_end(started, "LOOKUP");
   }
+  if (looked != NFS3_OK) return looked == NFS3ERR_JUKEBOX && !ctx.may_block ? ctx.pass_on() : looked;
   Object child{dir.ex, dir.opts, ObjectFd(std::move(found))};
   if (auto s = handle_of(exports_, *dir.ex, child.fd.get(), r.object); s != NFS3_OK) return s;
   r.obj_attributes = post_op(child);

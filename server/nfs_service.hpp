@@ -148,7 +148,8 @@ class NfsService {
   NfsLimits limits_;
   nfs3::verf8 write_verf_;
   OpenFiles files_{256, std::chrono::seconds(2)};
-  // Until then (steady clock, ns), WRITEs, changes and opens go to workers:
+  // Until then (steady clock, ns), WRITEs, changes, opens and LOOKUPs past
+  // the dentry cache go to workers:
   // an inline one was slow (inline_end).
   std::atomic<std::int64_t> inline_from_ns_{0};
 };

@@ -634,8 +634,9 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
     reader.commit(static_cast<std::size_t>(n));
     c->sync_record_charge();
   }
-  // Out of rounds: records already received will not raise EPOLLIN again.
-  if (reader.has_unparsed()) resume(c->fd());
+  // Out of rounds: records already received will not raise EPOLLIN again,
+  // nor will one the last recv finished in place (read straight into it).
+  if (reader.has_unparsed() || reader.in_record()) resume(c->fd());
 }
 
 void TcpLoop::close_connection(int fd) {
