@@ -91,7 +91,7 @@ struct Node {
   // `max_age` ago, a LOOKUP of a name not in it needs no call: the FUSE
   // LOOKUP before every create or rename costs nothing, as the kernel
   // client's LOOKUP_EXCL and LOOKUP_RENAME_TARGET lookups do.
-  static constexpr std::size_t kMaxListing = 4096;
+  static constexpr std::size_t kMaxListing = 65536;
   void listing_start(const nfs3::fattr3& attrs);
   // Our change to the directory: `gone` left it, `added` joined it (either
   // may be null; both for a SETATTR of the directory itself).
