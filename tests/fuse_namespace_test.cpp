@@ -8,6 +8,7 @@
 #include <dirent.h>
 
 #include <atomic>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -267,6 +268,49 @@ TEST_P(FuseMount, NamesMadeElsewhereInADirectoryMadeHereAreFound) {
   put(m("d3/ours"), "x");
   put(e("d3/theirs"), "y");
   EXPECT_EQ(::access(m("d3/theirs").c_str(), F_OK), 0) << "lookupcache=positive";
+}
+
+// Once the kernel's entry for a name made here has expired, its LOOKUP is
+// answered from the directory's listing while our changes keep confirming
+// it, as the kernel client trusts its dentries while the directory is as its
+// own changes left it: unlinking files made earlier is one REMOVE each.
+// A name replaced elsewhere is found once acdirmin has passed.
+TEST_P(FuseMount, ExpiredNamesInADirectoryMadeHereAreAnsweredFromItsListing) {
+  const std::uint16_t port = free_port();
+  remount("acdirmin=1,metrics=127.0.0.1:" + std::to_string(port));
+  auto calls = [&](const char* proc) {
+    return metric(scrape(port), std::string("nfsrdma_client_calls_total{proc=\"") + proc + "\"}");
+  };
+  ASSERT_EQ(::mkdir(m("d").c_str(), 0755), 0);
+  constexpr int kFiles = 40;
+  for (int i = 0; i < kFiles; ++i) put(m("d/f" + std::to_string(i)), std::string(i, 'x'));
+  ::usleep(1100000);  // every entry expired, and the listing's last confirmation
+  const double lookups = calls("LOOKUP"), removes = calls("REMOVE");
+  for (int i = 0; i < kFiles; i += 2) {
+    EXPECT_EQ(st(m("d/f" + std::to_string(i))).st_size, i) << "the server's size";
+    ASSERT_EQ(::unlink(m("d/f" + std::to_string(i)).c_str()), 0);
+    EXPECT_FALSE(std::filesystem::exists(e("d/f" + std::to_string(i))));
+  }
+  // A LOOKUP each would be kFiles / 2 and more: d's (its entry in the root
+  // expires each second), and the first in it, which confirms the listing.
+  EXPECT_LE(calls("LOOKUP") - lookups, kFiles / 8);
+  EXPECT_EQ(calls("REMOVE") - removes, kFiles / 2);
+  // Replaced elsewhere: the new file once acdirmin has passed.
+  put(e("d/new"), "theirs");
+  ASSERT_EQ(::rename(e("d/new").c_str(), e("d/f3").c_str()), 0);
+  ::usleep(1100000);
+  EXPECT_EQ(get(m("d/f3")), "theirs");
+  EXPECT_EQ(st(m("d/f3")).st_ino, st(e("d/f3")).st_ino);
+  // Removed elsewhere while our changes keep the listing confirmed: the
+  // LOOKUP of d, its entry expired, shows d changed, and the listing goes.
+  ASSERT_EQ(::mkdir(m("d2").c_str(), 0755), 0);
+  put(m("d2/x"), "x");
+  ::usleep(600000);
+  put(m("d2/y"), "y");  // confirms the listing; x's and d2's entries expire first
+  ::usleep(20000);       // past a tick of the server's coarse clock
+  ASSERT_EQ(::unlink(e("d2/x").c_str()), 0);
+  ::usleep(500000);
+  EXPECT_EQ(::access(m("d2/x").c_str(), F_OK), -1) << "removed elsewhere";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, FuseMount, ::testing::Values("rdma", "tcp"), transport_name);

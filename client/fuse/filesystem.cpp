@@ -169,6 +169,7 @@ double Filesystem::entry_timeout(const post_op_attr& dir, fuse_ino_t dir_ino) co
 fuse_entry_param Filesystem::entry_for(Node& n, const fattr3& a, fuse_ino_t parent, const std::string& name,
                                        const post_op_attr& dir) {
   fuse_entry_param e{};
+  if (writes_->idle(n)) n.attrs_shown(a);  // else the size the kernel gets is the data's end, not the server's
   e.ino = n.ino;
   e.attr = to_stat(a, &n);
   e.attr_timeout = attr_timeout(a);
@@ -181,6 +182,7 @@ void Filesystem::reply_entry(fuse_req_t req, const nfs_fh3& fh, const fattr3& a,
                              const std::string& name, const post_op_attr& dir, bool made_empty) {
   auto n = nodes_->remember(fh);
   if (made_empty) n->listing_start(a);  // before the kernel can make anything in it
+  if (auto d = nodes_->get(parent)) d->listing_learn(name, n->ino, dir);
   fuse_entry_param e = entry_for(*n, a, parent, name, dir);
   if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);  // the kernel never got it
 }

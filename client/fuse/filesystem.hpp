@@ -109,6 +109,11 @@ class Filesystem {
   // `made_empty`: a directory our MKDIR just made, whose listing starts empty (Node::listing_start).
   void reply_entry(fuse_req_t req, const nfs3::nfs_fh3& fh, const nfs3::fattr3& a, fuse_ino_t parent,
                    const std::string& name, const nfs3::post_op_attr& dir, bool made_empty = false);
+  // A LOOKUP of `name`, which `parent`'s listing holds as node `ino`, answered
+  // from the node's known attributes with no call (Node::listing_find): false
+  // if the node is gone, has data on its way, or no attributes are known.
+  bool entry_from_listing(fuse_req_t req, fuse_ino_t parent, const std::string& name, fuse_ino_t ino,
+                          std::chrono::steady_clock::duration left);
   // After CREATE/MKDIR/SYMLINK/MKNOD: the entry from the reply, or LOOKUP when
   // the server left out the handle or attributes (they are optional).
   void reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir, const std::string& name,

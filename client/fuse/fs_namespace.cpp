@@ -34,17 +34,24 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   auto dir = node(req, parent);
   if (!dir) return;
   if (std::strlen(name) > name_max_) return (void)fuse_reply_err(req, ENAMETOOLONG);
-  if (options_.lookupcache == LookupCache::all && !options_.noac &&
-      dir->listing_lacks(name, std::chrono::seconds(options_.acdirmin_s))) {
-    fuse_entry_param absent{};  // entry_timeout 0: the kernel asks again, and we know again
-    return (void)fuse_reply_entry(req, &absent);
+  if (options_.lookupcache != LookupCache::none && !options_.noac) {
+    if (auto l = dir->listing_find(name, std::chrono::seconds(options_.acdirmin_s))) {
+      if (!l->held && options_.lookupcache == LookupCache::all) {
+        fuse_entry_param absent{};  // entry_timeout 0: the kernel asks again, and we know again
+        return (void)fuse_reply_entry(req, &absent);
+      }
+      if (l->held && l->ino && entry_from_listing(req, parent, name, l->ino, l->left)) return;
+    }
   }
   auto who = callers_.of(req);
   // Root with no group but 0, the least a squashing server grants root (it
   // keeps other groups): what it may search, every root caller may.
   const bool root = who.uid == 0 && who.gid == 0 && std::ranges::all_of(who.groups, [](auto g) { return g == 0; });
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root,
+  const std::uint64_t epoch = attrs_epoch_;
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root, epoch,
                                                                     nm = std::string(name)](Result<LOOKUP3res> r) {
+    // The directory's attributes confirm its listing, or show it changed.
+    if (r && r->dir_attributes) dir->remember_attrs(*r->dir_attributes, epoch);
     // Found or not, the server let root search the directory.
     if (root && r && (r->status == NFS3_OK || r->status == NFS3ERR_NOENT) && r->dir_attributes) {
       dir->root_searched(*r->dir_attributes);
@@ -64,6 +71,31 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
       reply_entry(req, fh, g->obj_attributes, parent, nm, da);
     });
   }, &who);
+}
+
+bool Filesystem::entry_from_listing(fuse_req_t req, fuse_ino_t parent, const std::string& name, fuse_ino_t ino,
+                                    std::chrono::steady_clock::duration left) {
+  auto known = nodes_->get(ino);
+  // Data on its way moves the size the kernel holds past the server's.
+  if (!known || !writes_->idle(*known)) return false;
+  auto a = known->known_attrs();
+  if (!a) return false;
+  if (a->type == NF3REG) {
+    // Kept attributes can be older than the kernel's when replies cross; a
+    // size that went back would cut an open file's cached pages. With no
+    // open, all it can drop is clean pages, read again after the next stat.
+    std::lock_guard lk(known->open_mu);
+    if (known->opens) return false;
+  }
+  auto n = nodes_->remember(known->fh);  // the kernel's lookup; a new node if it forgot this one meanwhile
+  fuse_entry_param e{};
+  e.ino = n->ino;
+  e.attr = to_stat(*a, n.get());
+  e.attr_timeout = 0;  // the kernel's own attributes, or newer: it asks before it uses them
+  e.entry_timeout = std::chrono::duration<double>(left).count();
+  if (a->type == NF3DIR) nodes_->named(*n, parent, name);
+  if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);
+  return true;
 }
 
 void Filesystem::fs_forget(fuse_ino_t ino, std::uint64_t n) { nodes_->forget(ino, n); }
@@ -165,6 +197,7 @@ void Filesystem::reply_created(fuse_req_t req, const std::shared_ptr<Node>& dir,
     if (!fi) return reply_entry(req, fh, a, parent, name, da, made_empty);
     auto n = nodes_->remember(fh);
     fuse_entry_param e = entry_for(*n, a, parent, name, da);
+    if (auto d = nodes_->get(parent)) d->listing_learn(name, n->ino, da);
     n->cto_created(a);
     fuse_file_info out = *fi;
     track_open(*opened(&out), n);
@@ -309,8 +342,8 @@ void Filesystem::fs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, 
       if (r && r->status == NFS3_OK && from == to) {
         from->listing_apply(r->fromdir_wcc, &a.from.name, &a.to.name);
       } else if (r && r->status == NFS3_OK) {
-        from->listing_apply(r->fromdir_wcc, &a.from.name, nullptr);
-        to->listing_apply(r->todir_wcc, nullptr, &a.to.name);
+        const fuse_ino_t moved = from->listing_apply(r->fromdir_wcc, &a.from.name, nullptr);
+        to->listing_apply(r->todir_wcc, nullptr, &a.to.name, moved);
       } else {
         from->listing_drop();
         to->listing_drop();
@@ -342,7 +375,7 @@ void Filesystem::fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, c
       dir->listing_drop();
       return (void)fuse_reply_err(req, e);
     }
-    dir->listing_apply(r->linkdir_wcc, nullptr, &nm);
+    dir->listing_apply(r->linkdir_wcc, nullptr, &nm, n->ino);
     auto da = r->linkdir_wcc.after;
     remember_attrs(dh, da);
     if (r->file_attributes) return reply_entry(req, n->fh, *r->file_attributes, newparent, nm, da);

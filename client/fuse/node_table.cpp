@@ -116,16 +116,21 @@ void Node::cto_follow(const nfs3::wcc_data& w) {
   }
 }
 
+namespace {
+bool older(const nfs3::nfstime3& x, const nfs3::nfstime3& y) {
+  return x.seconds < y.seconds || (x.seconds == y.seconds && x.nseconds < y.nseconds);
+}
+// An epoch the mount's count never reaches: attributes kept in it are never recent.
+constexpr std::uint64_t kNoEpoch = ~std::uint64_t{0};
+}  // namespace
+
 void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
   std::lock_guard lk(attrs_mu_);
   // A reply that left the server before the one kept (an older ctime) is not
   // the node's latest state.
-  auto older = [](const nfs3::nfstime3& x, const nfs3::nfstime3& y) {
-    return x.seconds < y.seconds || (x.seconds == y.seconds && x.nseconds < y.nseconds);
-  };
   if (attrs_ && attrs_epoch_ == epoch && older(a.ctime, attrs_->ctime)) return;
   // A directory that is not as our last change left it: changed elsewhere.
-  if (listing_ && (a.mtime != listing_->mtime || a.ctime != listing_->ctime || a.size != listing_->size)) {
+  if (listing_ && !listing_->shows(a)) {
     listing_drop_locked();
   } else if (listing_) {
     listing_->confirmed = std::chrono::steady_clock::now();  // the server says it is as we left it
@@ -133,6 +138,19 @@ void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
   attrs_ = a;
   attrs_at_ = std::chrono::steady_clock::now();
   attrs_epoch_ = epoch;
+}
+
+void Node::attrs_shown(const nfs3::fattr3& a) {
+  std::lock_guard lk(attrs_mu_);
+  // Older than our last change (an entry from a listing read before it): says nothing.
+  if (listing_ && !listing_->shows(a) && !older(a.ctime, listing_->ctime)) listing_drop_locked();
+  if (!attrs_) attrs_epoch_ = kNoEpoch;
+  if (!attrs_ || older(attrs_->ctime, a.ctime)) attrs_ = a;
+}
+
+std::optional<nfs3::fattr3> Node::known_attrs() {
+  std::lock_guard lk(attrs_mu_);
+  return attrs_;
 }
 
 void Node::forget_attrs() {
@@ -190,21 +208,45 @@ void Node::listing_start(const nfs3::fattr3& attrs) {
   listing_->confirmed = std::chrono::steady_clock::now();
 }
 
-void Node::listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added) {
+fuse_ino_t Node::listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added,
+                               fuse_ino_t added_ino) {
   std::lock_guard lk(attrs_mu_);
-  if (!listing_) return;
+  if (!listing_) return 0;
   Listing& l = *listing_;
-  const bool ours = wcc.before && wcc.after && wcc.before->size == l.size && wcc.before->mtime == l.mtime &&
-                    wcc.before->ctime == l.ctime;
-  if (!ours) return listing_drop_locked();
-  if (gone) listed_names -= l.names.erase(*gone);
-  if (added && l.names.insert(*added).second && ++listed_names > kMaxListedNames) return listing_drop_locked();
-  if (l.names.size() > kMaxListing) return listing_drop_locked();
+  const bool ours = wcc.before && wcc.after && l.shows(*wcc.before);
+  if (!ours) {
+    listing_drop_locked();
+    return 0;
+  }
+  fuse_ino_t was = 0;
+  if (auto it = gone ? l.names.find(*gone) : l.names.end(); it != l.names.end()) {
+    was = it->second;
+    l.names.erase(it);
+    --listed_names;
+  }
+  if (added) {
+    auto [it, fresh] = l.names.insert_or_assign(*added, added_ino ? added_ino : was);
+    if (fresh && ++listed_names > kMaxListedNames) {
+      listing_drop_locked();
+      return was;
+    }
+  }
+  if (l.names.size() > kMaxListing) {
+    listing_drop_locked();
+    return was;
+  }
   l.size = wcc.after->size;
   l.mtime = wcc.after->mtime;
   l.ctime = wcc.after->ctime;
   l.owner = owner_of(*wcc.after);
   l.confirmed = std::chrono::steady_clock::now();
+  return was;
+}
+
+void Node::listing_learn(const std::string& entry, fuse_ino_t node, const nfs3::post_op_attr& dir) {
+  std::lock_guard lk(attrs_mu_);
+  if (!listing_ || !dir || !listing_->shows(*dir)) return;
+  if (auto it = listing_->names.find(entry); it != listing_->names.end()) it->second = node;
 }
 
 void Node::listing_drop() {
@@ -217,10 +259,15 @@ void Node::listing_drop_locked() {
   listing_.reset();
 }
 
-bool Node::listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age) {
+std::optional<Node::Listed> Node::listing_find(const std::string& entry, std::chrono::steady_clock::duration max_age) {
   std::lock_guard lk(attrs_mu_);
-  return listing_ && names_cacheable_locked(listing_->owner, max_age).count() > 0 &&
-         std::chrono::steady_clock::now() - listing_->confirmed < max_age && !listing_->names.contains(entry);
+  if (!listing_) return std::nullopt;
+  const auto left = std::min(names_cacheable_locked(listing_->owner, max_age),
+                             max_age - (std::chrono::steady_clock::now() - listing_->confirmed));
+  if (left.count() <= 0) return std::nullopt;
+  auto it = listing_->names.find(entry);
+  if (it == listing_->names.end()) return Listed{false, 0, left};
+  return Listed{true, it->second, left};
 }
 
 }  // namespace nfsrdma::fuse

@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "client/fuse/write_back.hpp"
 #include "lib/nfs3/nfs3_types.hpp"
@@ -67,6 +66,14 @@ struct Node {
   // type (a directory's or a file's) ago.
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                            std::chrono::steady_clock::duration dir_age);
+  // The kernel was given `a` (an entry; not while writes are on their way):
+  // kept attributes older than them (by ctime), or none kept, are replaced,
+  // as recent as before (none: not recent at all). So the kept attributes are
+  // no older than the kernel's, but for replies that cross. A listing they
+  // do not match is dropped: the directory changed elsewhere.
+  void attrs_shown(const nfs3::fattr3& a);
+  // The kept attributes, however old or from whatever epoch.
+  std::optional<nfs3::fattr3> known_attrs();
 
   // How long the names in this directory, whose attributes are `dir`, may be
   // cached, at most `max_age`: local root passes the kernel's checks
@@ -90,14 +97,34 @@ struct Node {
   // silly rename, kMaxListing names. While kept, and confirmed less than
   // `max_age` ago, a LOOKUP of a name not in it needs no call: the FUSE
   // LOOKUP before every create or rename costs nothing, as the kernel
-  // client's LOOKUP_EXCL and LOOKUP_RENAME_TARGET lookups do.
+  // client's LOOKUP_EXCL and LOOKUP_RENAME_TARGET lookups do. Each name
+  // keeps its node when known, so a LOOKUP of a name in it, the kernel's
+  // entry expired, needs none either while the node's attributes are known:
+  // the kernel client trusts its dentries while the directory is as its own
+  // changes left it.
   static constexpr std::size_t kMaxListing = 65536;
   void listing_start(const nfs3::fattr3& attrs);
   // Our change to the directory: `gone` left it, `added` joined it (either
-  // may be null; both for a SETATTR of the directory itself).
-  void listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added);
+  // may be null; both for a SETATTR of the directory itself) as node
+  // `added_ino`, or as the node `gone` was (a rename within it); 0: not
+  // known yet. Returns the node `gone` was if the change was ours and the
+  // listing knew it, else 0.
+  fuse_ino_t listing_apply(const nfs3::wcc_data& wcc, const std::string* gone, const std::string* added,
+                           fuse_ino_t added_ino = 0);
+  // A reply named `entry`'s node, with the directory's attributes `dir`:
+  // kept if the listing holds the name and is as `dir` shows it (a reply
+  // from before a later change of ours teaches nothing).
+  void listing_learn(const std::string& entry, fuse_ino_t node, const nfs3::post_op_attr& dir);
   void listing_drop();
-  bool listing_lacks(const std::string& entry, std::chrono::steady_clock::duration max_age);
+  // What the listing says of `entry` while it may be used (kept, cacheable,
+  // confirmed less than `max_age` ago): whether it holds the name, the node
+  // if known, and how long the answer may be cached.
+  struct Listed {
+    bool held;
+    fuse_ino_t ino;
+    std::chrono::steady_clock::duration left;
+  };
+  std::optional<Listed> listing_find(const std::string& entry, std::chrono::steady_clock::duration max_age);
 
  private:
   struct Owner {
@@ -106,11 +133,13 @@ struct Node {
   };
   static Owner owner_of(const nfs3::fattr3& a) { return {a.mode, a.uid, a.gid}; }
   struct Listing {  // no member initializers: std::optional needs it default-constructible inside Node
-    std::unordered_set<std::string> names;
+    std::unordered_map<std::string, fuse_ino_t> names;  // to the node, 0 if not known
     std::uint64_t size;
     nfs3::nfstime3 mtime, ctime;
     Owner owner;  // as our last change left it (names_cacheable)
     std::chrono::steady_clock::time_point confirmed;
+    // As `a` (attributes, or a change's pre-op attributes) shows the directory.
+    bool shows(const auto& a) const { return a.size == size && a.mtime == mtime && a.ctime == ctime; }
   };
   std::chrono::steady_clock::duration names_cacheable_locked(const Owner& dir,
                                                              std::chrono::steady_clock::duration max_age) const;
