@@ -37,6 +37,12 @@ rpc::AcceptStat run(xdr::Decoder& in, xdr::Encoder& out, Fn&& fn) {
 constexpr std::chrono::milliseconds kSlowInline{2};
 constexpr std::chrono::seconds kInlinePause{1};
 
+// `o` borrows a cache entry's O_PATH descriptor, which the entry pins.
+void borrow_path(ObjectFd& o, std::shared_ptr<const OpenFiles::File> f) {
+  const int fd = f->path.get();
+  o.borrow(std::move(f), fd);
+}
+
 }  // namespace
 
 std::size_t NfsService::result_bound(std::uint32_t proc, xdr::Decoder& in) const {
@@ -153,8 +159,7 @@ nfsstat3 NfsService::reach(const CallContext& ctx, const nfs_fh3& fh, Need need,
     if (auto s = held_open(ctx, fh, out, f, st, std::nullopt, need); s != NFS3_OK) return s;
     if (!out.opts->sync || out.ex->in_memory) {
       out.reached = st;
-      const int fd = f->path.get();
-      out.fd.borrow(std::move(f), fd);
+      borrow_path(out.fd, std::move(f));
       return NFS3_OK;
     }
   }
@@ -188,9 +193,7 @@ nfsstat3 NfsService::commit_change(const CallContext& ctx, const Object& o) cons
 
 void NfsService::keep_open(const nfs_fh3& fh, Object& o) {
   if (!o.fd.owned() || files_.peek(fh)) return;
-  auto kept = files_.put(fh, OpenFiles::Use::path, {o.ex->id, o.fd.release(), {}});
-  const int fd = kept->path.get();
-  o.fd.borrow(std::move(kept), fd);
+  borrow_path(o.fd, files_.put(fh, OpenFiles::Use::path, {o.ex->id, o.fd.release(), {}}));
 }
 
 bool NfsService::inline_paused() const { return steady_ns() < inline_from_ns_.load(std::memory_order_relaxed); }
