@@ -78,9 +78,12 @@ bool Filesystem::entry_from_listing(fuse_req_t req, fuse_ino_t parent, const std
   auto known = nodes_->get(ino);
   // Data on its way moves the size the kernel holds past the server's.
   if (!known || !writes_->idle(*known)) return false;
-  auto a = known->known_attrs();
+  using seconds = std::chrono::seconds;
+  auto a = known->recent_attrs(attrs_epoch_, seconds(options_.acregmin_s), seconds(options_.acdirmin_s));
+  const bool recent = a.has_value();
+  if (!recent) a = known->known_attrs();
   if (!a) return false;
-  if (a->type == NF3REG) {
+  if (!recent && a->type == NF3REG) {
     // Kept attributes can be older than the kernel's when replies cross; a
     // size that went back would cut an open file's cached pages. With no
     // open, all it can drop is clean pages, read again after the next stat.
@@ -91,7 +94,9 @@ bool Filesystem::entry_from_listing(fuse_req_t req, fuse_ino_t parent, const std
   fuse_entry_param e{};
   e.ino = n->ino;
   e.attr = to_stat(*a, n.get());
-  e.attr_timeout = 0;  // the kernel's own attributes, or newer: it asks before it uses them
+  // Recent, they are what a GETATTR would be answered with (getattr_then);
+  // else the kernel's own, or newer, and it asks before it uses them.
+  e.attr_timeout = recent ? attr_timeout(*a) : 0;
   e.entry_timeout = std::chrono::duration<double>(left).count();
   if (a->type == NF3DIR) nodes_->named(*n, parent, name);
   if (fuse_reply_entry(req, &e) != 0) nodes_->forget(n->ino, 1);
