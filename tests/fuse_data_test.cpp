@@ -2,6 +2,7 @@
 // copies, concurrent writers, a hard mount riding out a server restart, a
 // soft mount failing in time) and mount errors before anything is mounted.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -218,6 +219,40 @@ TEST_P(FuseMount, SizeAfterWritesOutTogetherIsTheFiles) {
     EXPECT_EQ(::stat(m(name).c_str(), &st), 0);
     EXPECT_EQ(st.st_size, 8 << 20);
   }
+}
+
+// A listing is read from the server in batches larger than the kernel's
+// reads of it take: one read before a file open here was written must not
+// give the kernel that file's old size afterwards (it would cut the size an
+// open descriptor sees, and where O_APPEND writes).
+TEST_P(FuseMount, AListingReadBeforeAWriteLeavesTheWrittenSize) {
+  ASSERT_EQ(::mkdir(m("many").c_str(), 0755), 0);
+  for (int i = 0; i < 50; ++i) put(m("many/f" + std::to_string(i)), "");
+  int fd = ::open(m("many/f7").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  int dir = ::open(m("many").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir, 0);
+  // A small buffer: the kernel reads the whole batch, keeps a few names and
+  // asks again for the rest, which the daemon answers from that batch.
+  char buf[256];
+  ASSERT_GT(::syscall(SYS_getdents64, dir, buf, sizeof buf), 0);
+  ASSERT_EQ(::write(fd, "0123456789", 10), 10);
+  ASSERT_EQ(::fsync(fd), 0);  // on the server: no data on its way makes the size up
+  put(m("many/f8"), "abc");      // written and closed meanwhile
+  while (::syscall(SYS_getdents64, dir, buf, sizeof buf) > 0) {
+  }
+  ::close(dir);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 10);
+  ASSERT_EQ(::write(fd, "abcdefghij", 10), 10);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(get(e("many/f7")), "0123456789abcdefghij");
+  fd = ::open(m("many/f8").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "def", 3), 3);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(get(e("many/f8")), "abcdef");
 }
 
 TEST_P(FuseMount, SmallFilesCostTheCallsTheKernelClientMakes) {

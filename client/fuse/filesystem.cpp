@@ -231,17 +231,19 @@ void Filesystem::getattr_then(fuse_req_t req, const std::shared_ptr<Node>& n) {
   using seconds = std::chrono::seconds;
   const seconds file_age(options_.noac ? 0 : options_.acregmin_s), dir_age(options_.noac ? 0 : options_.acdirmin_s);
   if (auto a = n->recent_attrs(attrs_epoch_, file_age, dir_age)) return reply_attr(req, n, *a);
-  const std::uint64_t epoch = attrs_epoch_;
-  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, epoch](Result<GETATTR3res> r) {
+  const auto as_of = n->attrs_as_of(attrs_epoch_);
+  nfs_->call<GETATTR3res>(Proc::GETATTR, FhArgs{n->fh}, [this, req, n, as_of](Result<GETATTR3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
-    n->remember_attrs(r->obj_attributes, epoch);
+    n->remember_attrs(r->obj_attributes, as_of);
     reply_attr(req, n, r->obj_attributes);
   }, nullptr);
 }
 
 void Filesystem::remember_attrs(const nfs_fh3& fh, const post_op_attr& a) {
   if (!a) return;
-  if (auto n = nodes_->find(fh)) n->remember_attrs(*a, attrs_epoch_);
+  // A directory's, from a change in it: the kernel holds the directory's
+  // lock across the change, so none of ours to it was sent meanwhile.
+  if (auto n = nodes_->find(fh)) n->remember_attrs(*a, n->attrs_as_of(attrs_epoch_));
 }
 
 namespace {

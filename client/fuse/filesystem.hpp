@@ -170,6 +170,9 @@ class Filesystem {
   // The reply goes out after d.mu is released: once the kernel has it, a
   // RELEASEDIR may delete `d` on another thread.
   std::vector<char> fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off);
+  // The node of `fh` had a change of ours sent after Node::changes() was
+  // `seq`, or has writes on their way.
+  bool changed_since(const nfs3::nfs_fh3& fh, std::uint64_t seq);
   using StoreEntries =
       std::function<void(nfs3::verf8, std::vector<nfs3::entryplus3>, bool, const nfs3::post_op_attr&)>;
   void fs_readdirplus_fallback(fuse_req_t req, const nfs3::nfs_fh3& dir, std::uint64_t cookie,

@@ -23,6 +23,7 @@ struct Filesystem::DirHandle {
   std::mutex mu;  // the kernel serialises readdir per open directory; this orders memory
   verf8 verf{};
   std::vector<entryplus3> batch;  // entries after cookie `start`
+  std::uint64_t fetched_at = 0;   // Node::changes() when the batch was asked for
   std::uint64_t start = 0;
   bool eof = false, valid = false;
 };
@@ -56,14 +57,20 @@ void Filesystem::fs_readdirplus(fuse_req_t req, fuse_ino_t, std::size_t size, of
   }
   if (cached) return (void)fuse_reply_buf(req, cached->data(), cached->size());
   auto who = callers_.of(req);
-  auto store = [this, req, &d, size, off, cookie](verf8 verf, std::vector<entryplus3> entries, bool eof,
-                                                 const post_op_attr& dir_attributes) {
+  auto dir = nodes_->get(d.ino);
+  const auto as_of = dir ? dir->attrs_as_of(attrs_epoch_) : AttrsAsOf{};
+  const std::uint64_t asked_at = Node::changes();
+  auto store = [this, req, &d, size, off, cookie, dir, as_of, asked_at](
+                   verf8 verf, std::vector<entryplus3> entries, bool eof, const post_op_attr& dir_attributes) {
+    // They confirm the directory's listing, or show it changed elsewhere.
+    if (dir && dir_attributes) dir->remember_attrs(*dir_attributes, as_of);
     std::vector<char> listing;
     {
       std::lock_guard lk(d.mu);
       d.dir_attributes = dir_attributes;
       d.verf = verf;
       d.batch = std::move(entries);
+      d.fetched_at = asked_at;
       d.start = cookie;
       d.eof = eof || d.batch.empty();
       d.valid = true;
@@ -98,6 +105,11 @@ void Filesystem::fs_readdirplus_fallback(fuse_req_t req, const nfs_fh3& dir, std
   }, &who);
 }
 
+bool Filesystem::changed_since(const nfs_fh3& fh, std::uint64_t seq) {
+  auto n = nodes_->find(fh);
+  return n && (n->changed_since(seq) || !writes_->idle(*n));
+}
+
 // Called with d.mu held.
 std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t size, off_t off) {
   auto cookie = static_cast<std::uint64_t>(off);
@@ -113,11 +125,15 @@ std::vector<char> Filesystem::fill_dir(fuse_req_t req, DirHandle& d, std::size_t
     fuse_entry_param e{};
     std::shared_ptr<Node> n;
     bool dots = ent.name == "." || ent.name == "..";
-    if (ent.name_attributes && ent.name_handle && !dots) {
+    // A node changed through the mount since the batch was asked for (a
+    // WRITE, a SETATTR): its attributes there may be older than the
+    // kernel's, and a size moved back would cut its pages and misplace an
+    // O_APPEND write.
+    if (ent.name_attributes && ent.name_handle && !dots && !changed_since(*ent.name_handle, d.fetched_at)) {
       n = nodes_->remember(*ent.name_handle);  // fuse_add_direntry_plus counts one lookup
       e = entry_for(*n, *ent.name_attributes, d.ino, ent.name, d.dir_attributes);
     } else if (ent.name_attributes) {
-      e.attr = to_stat(*ent.name_attributes);  // no node: the kernel gets the type and attributes only
+      e.attr = to_stat(*ent.name_attributes);  // no node: the kernel takes the type only
       e.attr_timeout = attr_timeout(*ent.name_attributes);
       e.entry_timeout = entry_timeout(d.dir_attributes, d.ino);
     }

@@ -21,13 +21,15 @@ void Filesystem::fs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto who = callers_.of(req);
   // One ACCESS answers both questions open asks the server: may this caller
   // open it so, and has the file changed since we last opened it?
-  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, who, fi = *fi](Result<ACCESS3res> r) {
+  const auto as_of = n->attrs_as_of(attrs_epoch_);
+  nfs_->call<ACCESS3res>(Proc::ACCESS, ACCESS3args{n->fh, want}, [this, req, n, want, who, as_of,
+                                                                 fi = *fi](Result<ACCESS3res> r) {
     if (int e = failed(r)) return (void)fuse_reply_err(req, e);
     if ((r->access & want) != want) return (void)fuse_reply_err(req, EACCES);
     bool keep = false;
     if (r->obj_attributes) {
       // The GETATTR that follows a dropped cache is answered from them.
-      n->remember_attrs(*r->obj_attributes, attrs_epoch_);
+      n->remember_attrs(*r->obj_attributes, as_of);
       keep = n->cto_open(*r->obj_attributes);
     }
     if (!writes_->idle(*n)) keep = true;  // the change is our own data, still on its way

@@ -47,11 +47,11 @@ void Filesystem::fs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
   // Root with no group but 0, the least a squashing server grants root (it
   // keeps other groups): what it may search, every root caller may.
   const bool root = who.uid == 0 && who.gid == 0 && std::ranges::all_of(who.groups, [](auto g) { return g == 0; });
-  const std::uint64_t epoch = attrs_epoch_;
-  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root, epoch,
+  const auto as_of = dir->attrs_as_of(attrs_epoch_);
+  nfs_->call<LOOKUP3res>(Proc::LOOKUP, diropargs3{dir->fh, name}, [this, req, parent, dir, root, as_of,
                                                                     nm = std::string(name)](Result<LOOKUP3res> r) {
     // The directory's attributes confirm its listing, or show it changed.
-    if (r && r->dir_attributes) dir->remember_attrs(*r->dir_attributes, epoch);
+    if (r && r->dir_attributes) dir->remember_attrs(*r->dir_attributes, as_of);
     // Found or not, the server let root search the directory.
     if (root && r && (r->status == NFS3_OK || r->status == NFS3ERR_NOENT) && r->dir_attributes) {
       dir->root_searched(*r->dir_attributes);
@@ -133,7 +133,8 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
     auto go = interrupts_->guard([this, req, n, a, who](int err) {
       if (err) return (void)fuse_reply_err(req, err);
       n->forget_attrs();
-      nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who](Result<WccRes> r) {
+      const auto as_of = n->attrs_as_of(attrs_epoch_);
+      nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who, as_of](Result<WccRes> r) {
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
           // Who may search it may have changed (a call killed or timed out
@@ -167,7 +168,7 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
         }
         n->cto_follow(r->wcc);  // a truncate cut the kernel's pages too
         if (!r->wcc.after) return getattr_then(req, n);
-        n->remember_attrs(*r->wcc.after, attrs_epoch_);
+        n->remember_attrs(*r->wcc.after, as_of);
         reply_attr(req, n, *r->wcc.after);
       }, &who);
     });

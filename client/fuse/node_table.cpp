@@ -124,8 +124,15 @@ bool older(const nfs3::nfstime3& x, const nfs3::nfstime3& y) {
 constexpr std::uint64_t kNoEpoch = ~std::uint64_t{0};
 }  // namespace
 
-void Node::remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch) {
+AttrsAsOf Node::attrs_as_of(std::uint64_t epoch) {
   std::lock_guard lk(attrs_mu_);
+  return {epoch, forgot_at_};
+}
+
+void Node::remember_attrs(const nfs3::fattr3& a, AttrsAsOf as_of) {
+  std::lock_guard lk(attrs_mu_);
+  if (as_of.forgot_at != forgot_at_) return;
+  const std::uint64_t epoch = as_of.epoch;
   // A reply that left the server before the one kept (an older ctime) is not
   // the node's latest state.
   if (attrs_ && attrs_epoch_ == epoch && older(a.ctime, attrs_->ctime)) return;
@@ -153,8 +160,20 @@ std::optional<nfs3::fattr3> Node::known_attrs() {
   return attrs_;
 }
 
+namespace {
+std::atomic<std::uint64_t> all_changes{0};
+}  // namespace
+
+std::uint64_t Node::changes() { return all_changes.load(); }
+
+bool Node::changed_since(std::uint64_t seq) {
+  std::lock_guard lk(attrs_mu_);
+  return forgot_at_ > seq;
+}
+
 void Node::forget_attrs() {
   std::lock_guard lk(attrs_mu_);
+  forgot_at_ = ++all_changes;
   attrs_.reset();
 }
 

@@ -60,8 +60,19 @@ struct Node {
   // mount: the kernel NFS client keeps what such replies bring the same way.
   // `epoch`: Filesystem's count of changes that touch nodes they do not name
   // (REMOVE, RENAME, LINK), which makes everything kept before them stale.
-  void remember_attrs(const nfs3::fattr3& a, std::uint64_t epoch);
+  // `as_of`: when the call that brought them was sent. They are not kept if
+  // a change of ours to the node was sent after it (forget_attrs counts
+  // them, as the kernel client's attr_gencount): a reply the server made
+  // before a WRITE, arriving after the WRITE went out, would report a size
+  // the file no longer has once that WRITE is done.
+  AttrsAsOf attrs_as_of(std::uint64_t epoch);
+  void remember_attrs(const nfs3::fattr3& a, AttrsAsOf as_of);
   void forget_attrs();  // a change to it is on its way
+  // A mount-wide count of forget_attrs calls, and whether this node had one
+  // after the count was `seq`: attributes read before then (a listing's
+  // batch) may be older than the kernel's.
+  static std::uint64_t changes();
+  bool changed_since(std::uint64_t seq);
   // The kept attributes if kept in `epoch` less than the age given for their
   // type (a directory's or a file's) ago.
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
@@ -155,6 +166,7 @@ struct Node {
   std::optional<nfs3::fattr3> attrs_;
   std::chrono::steady_clock::time_point attrs_at_;
   std::uint64_t attrs_epoch_ = 0;
+  std::uint64_t forgot_at_ = 0;  // changes() at the last forget_attrs
   std::optional<Listing> listing_;
   std::optional<Owner> root_search_;  // the mode and owner at root_searched()
   std::chrono::steady_clock::time_point root_search_at_;

@@ -123,11 +123,11 @@ void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e, bool stable) {
   a.stable = stable ? stable_how::FILE_SYNC : stable_how::UNSTABLE;
   a.data = {e->buf + e->sent, a.count};
   n->forget_attrs();
-  const std::uint64_t epoch = attrs_epoch_;
-  nfs_.write(a, [this, n, e, epoch](Result<WRITE3res> r) { on_written(n, e, epoch, std::move(r)); }, &e->who);
+  const auto as_of = n->attrs_as_of(attrs_epoch_);
+  nfs_.write(a, [this, n, e, as_of](Result<WRITE3res> r) { on_written(n, e, as_of, std::move(r)); }, &e->who);
 }
 
-void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<WRITE3res> r) {
+void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf as_of, Result<WRITE3res> r) {
   FileWrites& w = n->writes;
   std::vector<std::function<void()>> run;
   bool again = false;
@@ -160,7 +160,7 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint6
       // the kernel client keeps a WRITE's post-op attributes. Kept under
       // the lock, before a WRITE or SETATTR sent next can forget them.
       if (!w.overlapped && r && r->status == nfsstat3::NFS3_OK && r->file_wcc.after) {
-        n->remember_attrs(*r->file_wcc.after, epoch);
+        n->remember_attrs(*r->file_wcc.after, as_of);
       }
       w.overlapped = false;
     }

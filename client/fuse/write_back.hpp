@@ -40,6 +40,10 @@
 namespace nfsrdma::fuse {
 
 struct Node;
+// When a call that may bring a node's attributes back was sent (Node::remember_attrs).
+struct AttrsAsOf {
+  std::uint64_t epoch, forgot_at;
+};
 
 // One file's write-behind state; only WriteBack touches it.
 struct FileWrites {
@@ -112,7 +116,7 @@ class WriteBack {
   using Extent = FileWrites::Extent;
   Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
-  void on_written(const std::shared_ptr<Node>& n, Extent* e, std::uint64_t epoch, Result<nfs3::WRITE3res> r);
+  void on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf as_of, Result<nfs3::WRITE3res> r);
   using Waiters = std::vector<std::function<void(int)>>;
   void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
   void start_commit(const std::shared_ptr<Node>& n, Waiters waiters);
