@@ -107,7 +107,8 @@ void Filesystem::fs_readdirplus_fallback(fuse_req_t req, const nfs_fh3& dir, std
 
 bool Filesystem::changed_since(const nfs_fh3& fh, std::uint64_t seq) {
   auto n = nodes_->find(fh);
-  return n && (n->changed_since(seq) || !writes_->idle(*n));
+  if (!n) return Node::dropped_changed_since(seq);  // it may be one the kernel let go since
+  return n->changed_since(seq) || !writes_->idle(*n);
 }
 
 // Called with d.mu held.

@@ -132,9 +132,9 @@ void Filesystem::fs_setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* a
     // ORDER: written data reaches the server before a truncate or chmod does.
     auto go = interrupts_->guard([this, req, n, a, who](int err) {
       if (err) return (void)fuse_reply_err(req, err);
-      n->forget_attrs();
-      const auto as_of = n->attrs_as_of(attrs_epoch_);
+      const auto as_of = n->changing(attrs_epoch_);
       nfs_->call<WccRes>(Proc::SETATTR, a, [this, req, n, a, who, as_of](Result<WccRes> r) {
+        n->change_answered();
         const sattr3& sa = a.new_attributes;
         if (int e = failed(r)) {
           // Who may search it may have changed (a call killed or timed out

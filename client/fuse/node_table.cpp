@@ -49,6 +49,7 @@ void NodeTable::forget(fuse_ino_t ino, std::uint64_t lookups) {
   n.nlookup -= std::min(lookups, n.nlookup);
   if (n.nlookup > 0) return;
   // Write-behind holds its own reference until its data is committed.
+  n.dropped();
   unname(n);
   by_fh_.erase(key(n.fh));
   by_ino_.erase(it);
@@ -162,20 +163,43 @@ std::optional<nfs3::fattr3> Node::known_attrs() {
 
 namespace {
 std::atomic<std::uint64_t> all_changes{0};
+std::atomic<std::uint64_t> dropped_change{0};  // the last change of a node the table let go
+void raise(std::atomic<std::uint64_t>& a, std::uint64_t v) {
+  for (auto cur = a.load(); cur < v && !a.compare_exchange_weak(cur, v);) {
+  }
+}
 }  // namespace
 
 std::uint64_t Node::changes() { return all_changes.load(); }
 
 bool Node::changed_since(std::uint64_t seq) {
   std::lock_guard lk(attrs_mu_);
-  return forgot_at_ > seq;
+  return forgot_at_ > seq || answered_at_ > seq;
 }
 
-void Node::forget_attrs() {
+void Node::forget_attrs() { changing(0); }
+
+AttrsAsOf Node::changing(std::uint64_t epoch) {
   std::lock_guard lk(attrs_mu_);
   forgot_at_ = ++all_changes;
   attrs_.reset();
+  if (dropped_) raise(dropped_change, forgot_at_);
+  return {epoch, forgot_at_};
 }
+
+void Node::change_answered() {
+  std::lock_guard lk(attrs_mu_);
+  answered_at_ = ++all_changes;
+  if (dropped_) raise(dropped_change, answered_at_);
+}
+
+void Node::dropped() {
+  std::lock_guard lk(attrs_mu_);
+  dropped_ = true;
+  raise(dropped_change, std::max(forgot_at_, answered_at_));
+}
+
+bool Node::dropped_changed_since(std::uint64_t seq) { return dropped_change.load() > seq; }
 
 std::optional<nfs3::fattr3> Node::recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
                                                std::chrono::steady_clock::duration dir_age) {

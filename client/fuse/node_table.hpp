@@ -68,11 +68,20 @@ struct Node {
   AttrsAsOf attrs_as_of(std::uint64_t epoch);
   void remember_attrs(const nfs3::fattr3& a, AttrsAsOf as_of);
   void forget_attrs();  // a change to it is on its way
-  // A mount-wide count of forget_attrs calls, and whether this node had one
-  // after the count was `seq`: attributes read before then (a listing's
-  // batch) may be older than the kernel's.
+  // A change of ours to it (WRITE, SETATTR) is being sent: forget_attrs, and
+  // what its reply may be kept as of, under one lock. Its reply, whatever it
+  // says, calls change_answered.
+  AttrsAsOf changing(std::uint64_t epoch);
+  void change_answered();
+  // A mount-wide count of those events, and whether this node had one after
+  // the count was `seq`: attributes the server read before its changes were
+  // all answered (a listing's batch) may be older than the kernel's.
   static std::uint64_t changes();
   bool changed_since(std::uint64_t seq);
+  // The kernel forgot it (NodeTable::forget): a change of it counts, from
+  // now on, for every node not in the table (NodeTable::changed_since).
+  void dropped();
+  static bool dropped_changed_since(std::uint64_t seq);
   // The kept attributes if kept in `epoch` less than the age given for their
   // type (a directory's or a file's) ago.
   std::optional<nfs3::fattr3> recent_attrs(std::uint64_t epoch, std::chrono::steady_clock::duration file_age,
@@ -166,7 +175,9 @@ struct Node {
   std::optional<nfs3::fattr3> attrs_;
   std::chrono::steady_clock::time_point attrs_at_;
   std::uint64_t attrs_epoch_ = 0;
-  std::uint64_t forgot_at_ = 0;  // changes() at the last forget_attrs
+  std::uint64_t forgot_at_ = 0;   // changes() at the last forget_attrs
+  std::uint64_t answered_at_ = 0; // and at the last change_answered
+  bool dropped_ = false;
   std::optional<Listing> listing_;
   std::optional<Owner> root_search_;  // the mode and owner at root_searched()
   std::chrono::steady_clock::time_point root_search_at_;

@@ -44,6 +44,23 @@ TEST(NodeAttrs, AChangeSentAfterAListingWasAskedForIsSeen) {
   EXPECT_TRUE(a.changed_since(asked));
   EXPECT_FALSE(b.changed_since(asked));
   EXPECT_FALSE(a.changed_since(Node::changes())) << "a listing asked for after it";
+  // Sent before the listing was asked for, answered after: the server may
+  // have read the listing first.
+  a.changing(0);
+  const std::uint64_t asked2 = Node::changes();
+  EXPECT_FALSE(a.changed_since(asked2));
+  a.change_answered();
+  EXPECT_TRUE(a.changed_since(asked2));
+}
+
+TEST(NodeAttrs, ANodeTheKernelLetGoStillCountsItsChanges) {
+  Node n;
+  n.changing(0);
+  const std::uint64_t asked = Node::changes();
+  n.dropped();
+  EXPECT_FALSE(Node::dropped_changed_since(asked)) << "its change was sent before";
+  n.change_answered();  // its WRITE's reply, after the kernel forgot it
+  EXPECT_TRUE(Node::dropped_changed_since(asked)) << "a listing asked for before cannot say which node";
 }
 
 TEST(NodeAttrs, AnEntrysAttributesAreKnownButNotRecentAndNeverReplaceNewerOnes) {

@@ -122,13 +122,13 @@ void WriteBack::send(const std::shared_ptr<Node>& n, Extent* e, bool stable) {
   a.count = e->len - e->sent;
   a.stable = stable ? stable_how::FILE_SYNC : stable_how::UNSTABLE;
   a.data = {e->buf + e->sent, a.count};
-  n->forget_attrs();
-  const auto as_of = n->attrs_as_of(attrs_epoch_);
+  const auto as_of = n->changing(attrs_epoch_);
   nfs_.write(a, [this, n, e, as_of](Result<WRITE3res> r) { on_written(n, e, as_of, std::move(r)); }, &e->who);
 }
 
 void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf as_of, Result<WRITE3res> r) {
   FileWrites& w = n->writes;
+  n->change_answered();
   std::vector<std::function<void()>> run;
   bool again = false;
   {
