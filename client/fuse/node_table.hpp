@@ -79,7 +79,7 @@ struct Node {
   static std::uint64_t changes();
   bool changed_since(std::uint64_t seq);
   // The kernel forgot it (NodeTable::forget): a change of it counts, from
-  // now on, for every node not in the table (NodeTable::changed_since).
+  // now on, for every node not in the table (Filesystem::changed_since).
   void dropped();
   static bool dropped_changed_since(std::uint64_t seq);
   // The kept attributes if kept in `epoch` less than the age given for their
