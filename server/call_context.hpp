@@ -23,7 +23,9 @@ struct CallContext {
     would_block = true;
     return nfs3::NFS3ERR_JUKEBOX;
   }
-  // Lent by the transport for READ data (rpc::IncomingCall::pipes), or null.
+  // Lent by the transport for READ data: registered memory
+  // (rpc::IncomingCall::reply_area, or empty), pipes (its `pipes`, or null).
+  std::span<std::uint8_t> area;
   PipePool* pipes = nullptr;
 };
 

@@ -127,16 +127,17 @@ Dispatcher::Series& Dispatcher::series(std::uint32_t prog, std::uint32_t proc) {
 }
 
 // The DRC's checksum of a call: its length and at most its first 256 bytes
-// after the xid, as Linux nfsd does (RC_CSUMLEN). With the xid, address and
-// procedure that tells a retransmission from a new call reusing an xid,
-// without hashing a megabyte of WRITE data per call. Not a secret: the key is 0.
-static std::uint64_t call_checksum(std::span<const std::uint8_t> message) {
+// after the xid, as Linux nfsd does (RC_CSUMLEN), taken from the XDR stream
+// whichever way the transport split it. With the xid, address and procedure
+// that tells a retransmission from a new call reusing an xid, without hashing
+// a megabyte of WRITE data per call. Not a secret: the key is 0.
+static std::uint64_t call_checksum(const xdr::Parts& message) {
   constexpr std::size_t kBytes = 256;
   std::array<std::uint8_t, 8 + kBytes> head{};
-  const std::uint64_t len = message.size();
+  const std::uint64_t len = message.stream_bytes();
   std::memcpy(head.data(), &len, 8);
-  const std::size_t n = message.size() > 4 ? std::min(kBytes, message.size() - 4) : 0;
-  if (n > 0) std::memcpy(head.data() + 8, message.data() + 4, n);
+  const std::size_t n = len > 4 ? std::min<std::size_t>(kBytes, len - 4) : 0;
+  message.copy(4, n, head.data() + 8);
   return siphash24(SipKey{}, std::span(head).first(8 + n));
 }
 
@@ -180,7 +181,6 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   const auto started = std::chrono::steady_clock::now();
   const rpc::Peer& peer = call.channel->peer();
   xdr::Decoder d(call.message);
-  if (call.placed_at) d.place(*call.placed_at, call.placed);
   auto h = rpc::decode_call(d);
   if (!h) {
     // Without a sound header there is nobody to answer (RFC 5531 §9).
@@ -191,7 +191,6 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
   rpc::ReplyMessage reply;
   reply.bytes = std::move(call.reply_buffer);
   reply.bytes.clear();
-  reply.area = call.reply_area;
   xdr::Encoder out(reply.bytes);
   auto send = [&] {
     call.channel->send(std::move(reply));
@@ -215,7 +214,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     return send();
   }
 
-  CallContext ctx{peer, {}, false, call.secure, may_block, false, call.pipes};
+  CallContext ctx{peer, {}, false, call.secure, may_block, false, call.reply_area, call.pipes};
   if (h->cred.flavor == rpc::AuthFlavor::sys) {
     auto sys = rpc::decode_auth_sys(h->cred.body);
     if (!sys) {
@@ -284,9 +283,7 @@ bool Dispatcher::run(rpc::IncomingCall& call, bool may_block) {
     NFSRDMA_LOG_LIMITED(info, "rpc: {} {} from {}: {}", prog.name, proc_name(prog, h->proc), peer.describe(),
                  rpc::accept_stat_name(stat));
     out.truncate(0);
-    reply.payload_offset = reply.payload_length = 0;
-    reply.payload_in_area = false;
-    reply.pipe = {};
+    reply.unsplit();
     rpc::encode_accepted(out, h->xid, stat);
   }
   if (cached) {

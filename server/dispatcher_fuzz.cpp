@@ -91,14 +91,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!world || size < 1) return 0;
   rpc::IncomingCall call;
   call.listener = 1 + (data[0] & 0x7f) % 3;
-  std::size_t from = 1, to = size;
+  std::size_t from = 1, to = size, position = 0;
+  std::span<const std::uint8_t> placed;  // a Read chunk's data, apart from the inline part
   if ((data[0] & 0x80) && size >= 5) {
-    const std::size_t position = (std::size_t{data[1]} << 8) | data[2];
     const std::size_t length = std::min((std::size_t{data[3]} << 8) | data[4], size - 5);
     from = 5;
     to = size - length;
-    call.placed = {data + to, length};
-    call.placed_at = std::min(position, to - from);
+    placed = {data + to, length};
+    position = std::min((std::size_t{data[1]} << 8) | data[2], to - from);
   }
   std::vector<std::uint8_t> m(data + from, data + to);
   using Marker = std::pair<std::uint8_t, const nfs3::nfs_fh3*>;
@@ -110,7 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   auto channel = std::make_shared<NullChannel>();
-  call.message = m;
+  std::span<const std::uint8_t> inline_part(m);
+  call.message = placed.data() ? xdr::Parts{inline_part.first(position), placed, inline_part.subspan(position)}
+                               : xdr::Parts{inline_part};
   call.channel = channel;
   if (!world->dispatcher->handle_inline(call)) {
     NFSRDMA_CHECK(channel->bytes == 0 && channel->dropped == 0);

@@ -41,16 +41,16 @@ class Channel final : public rpc::ReplyChannel {
     bytes = std::move(reply.bytes);
     piped = static_cast<bool>(reply.pipe);
     if (!piped) return;
-    const std::size_t at = bytes.size();
-    bytes.resize(at + xdr::pad4(reply.payload_length));
+    const std::size_t at = bytes.size(), held = reply.pipe.held();
+    bytes.resize(at + xdr::pad4(held));
     std::size_t got = 0;
-    while (got < reply.payload_length) {
-      ssize_t n = ::read(reply.pipe.read_end(), bytes.data() + at + got, reply.payload_length - got);
+    while (got < held) {
+      ssize_t n = ::read(reply.pipe.read_end(), bytes.data() + at + got, held - got);
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
     reply.pipe.drained(got);
-    EXPECT_EQ(got, reply.payload_length);
+    EXPECT_EQ(got, held);
   }
   void drop() override { ++dropped; }
   void close() override {}
@@ -117,7 +117,7 @@ class Inline : public ::testing::Test {
   }
   rpc::IncomingCall call(const std::vector<std::uint8_t>& m, std::shared_ptr<Channel> ch) {
     rpc::IncomingCall c;
-    c.message = m;
+    c.message = xdr::Parts{m};
     c.channel = std::move(ch);
     c.listener = kNfsListener;
     c.secure = true;

@@ -132,9 +132,7 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   const std::size_t start = out.size();
   auto fail = [&](nfsstat3 s, const Object* o, const struct stat* st) {
     out.truncate(start);
-    reply.payload_in_area = false;
-    reply.payload_length = 0;
-    reply.pipe = {};
+    reply.unsplit();
     READ3res r;
     r.status = s;
     if (o && st) r.file_attributes = to_fattr3(*st, *o->ex);
@@ -155,15 +153,19 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) ctx.would_block = true;
     return n;
   };
-  const std::uint32_t count = std::min(a.count, limits_.rtmax);
-  // Into a pipe the transport lent, when it sends pipes and the file has
+  // Into the registered memory a transport lent, when it did: the data goes
+  // by RDMA Write from where it landed, at most the room the client's Write
+  // chunk gave (a short read past it, which the client asks on from).
+  std::uint32_t count = std::min(a.count, limits_.rtmax);
+  if (!ctx.area.empty()) count = static_cast<std::uint32_t>(std::min<std::size_t>(count, ctx.area.size()));
+  // Else into a pipe the transport lent, when it sends pipes and the file has
   // much to give there: spliced from the page cache, never copied.
   // Splicing from a file may wait for the disk (it has no RWF_NOWAIT), so
   // on a transport's thread only from memory; other such READs go to a
   // worker. A file that cannot be spliced is copied.
   const auto size = static_cast<std::uint64_t>(st.st_size);
   const std::uint64_t there = a.offset < size ? std::min<std::uint64_t>(count, size - a.offset) : 0;
-  const bool to_pipe = ctx.pipes && there >= kSpliceMin && reply.area.size() < count &&
+  const bool to_pipe = ctx.pipes && ctx.area.empty() && there >= kSpliceMin &&
                        pages_spanned(a.offset, there) * kPage <= ctx.pipes->capacity();
   if (to_pipe && !ctx.may_block && !o.ex->in_memory) return fail(ctx.pass_on(), nullptr, nullptr);
   PipePool::Pipe pipe = to_pipe ? ctx.pipes->take() : PipePool::Pipe();
@@ -179,9 +181,6 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
       out.patch_u32(count_at, static_cast<std::uint32_t>(got));
       out.patch_u32(count_at + 4, a.offset + got >= size ? 1 : 0);
       out.u32(static_cast<std::uint32_t>(got));  // the reply ends at the data's length word
-      reply.payload_offset = out.size();
-      reply.payload_length = got;
-      reply.payload_in_area = false;
       reply.pipe = std::move(pipe);
       io_bytes(false).inc(got);
       o.ex->read_bytes->inc(got);
@@ -191,13 +190,12 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
     }
     pipe = {};  // a filesystem without splice: copied below
   }
-  // Into the registered memory a transport lent, when it did: the reply goes
-  // reduced (it ends at the data's length word) and the data by RDMA Write
-  // from where it landed. Else into the reply itself.
-  const bool in_area = reply.area.size() >= count;
+  // Into the lent memory, the reply then ending at the data's length word;
+  // else into the reply itself.
+  const bool in_area = !ctx.area.empty();
   const std::size_t data_at = in_area ? out.size() : out.reserve_opaque(count);
   if (in_area) out.u32(0);
-  auto room = in_area ? reply.area.first(count) : out.reserved(data_at, count);
+  auto room = in_area ? ctx.area.first(count) : out.reserved(data_at, count);
   std::size_t got = 0;
   while (got < count) {
     ssize_t n = pread_some(room.data() + got, count - got, a.offset + got);
@@ -211,12 +209,10 @@ void NfsService::do_read(const CallContext& ctx, const READ3args& a, xdr::Encode
   out.patch_u32(count_at + 4, eof ? 1 : 0);
   if (in_area) {
     out.patch_u32(data_at, static_cast<std::uint32_t>(got));
+    reply.payload = room.first(got);
   } else {
     out.commit_opaque(data_at, static_cast<std::uint32_t>(got));
   }
-  reply.payload_offset = data_at + 4;
-  reply.payload_length = got;
-  reply.payload_in_area = in_area;
   io_bytes(false).inc(got);
   o.ex->read_bytes->inc(got);
 }

@@ -100,4 +100,38 @@ inline std::vector<std::uint8_t> read_call(std::uint32_t xid, const nfs3::nfs_fh
   return make_call(xid, nfs3::kProgram, nfs3::kVersion, static_cast<std::uint32_t>(nfs3::Proc::READ), args);
 }
 
+// A READ of `count` bytes from offset 0 whose data goes by `chunk`, and its
+// reply, which ends at the data's length word. `ok`: an RDMA_MSG returning
+// one Write chunk (`placed` bytes in it), the RPC header checked and every
+// word there.
+struct ReducedRead {
+  bool ok = false;
+  std::uint64_t placed = 0;
+  nfs3::nfsstat3 status{};
+  std::uint32_t count = 0, length = 0;
+  bool eof = false;
+  std::size_t left = 0;  // bytes after the length word
+};
+inline ReducedRead read_by(RawRdma& raw, const rpcrdma::WriteChunk& chunk, std::uint32_t xid, const nfs3::nfs_fh3& fh,
+                           std::uint32_t count) {
+  rpcrdma::Header h = call_header(xid);
+  h.write_list.push_back(chunk);
+  std::vector<std::uint8_t> body;
+  const rpcrdma::Header r = raw.exchange(message(h, read_call(xid, fh, count)), &body);
+  ReducedRead out;
+  if (r.proc != rpcrdma::RDMA_MSG || r.write_list.size() != 1) return out;
+  out.placed = r.write_list[0].length();
+  xdr::Decoder d(body);
+  if (!rpc::check_reply(d, xid).ok()) return out;
+  nfs3::post_op_attr attrs;
+  d.enumeration(out.status);
+  xdr::xdr_optional(d, attrs);
+  d.u32(out.count);
+  d.boolean(out.eof);
+  d.u32(out.length);
+  out.ok = d.ok();
+  out.left = d.remaining();
+  return out;
+}
+
 }  // namespace nfsrdma::test

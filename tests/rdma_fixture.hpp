@@ -38,14 +38,13 @@ inline Result<std::vector<std::uint8_t>> rdma_raw(rpc::ClientTransport& t, Proc 
   call.reply_payload_max = sz.reply_payload_max;
   if (sz.split_payload) {
     std::size_t data_at = msg.size() - xdr::pad4(sz.payload_bytes);
-    call.message = std::span(msg).first(data_at);
-    call.payload = std::span(msg).subspan(data_at, sz.payload_bytes);
+    call.message = {std::span(msg).first(data_at), std::span(msg).subspan(data_at, sz.payload_bytes), {}};
   } else {
-    call.message = msg;
+    call.message = xdr::Parts{msg};
   }
   auto promise = std::make_shared<std::promise<Result<std::vector<std::uint8_t>>>>();
   auto fut = promise->get_future();
-  t.call(call, [promise, xid, held](Result<std::span<const std::uint8_t>> reply) {
+  t.call(call, [promise, xid, held](Result<xdr::Parts> reply) {
     if (!reply) return promise->set_value(reply.error());
     xdr::Decoder d(*reply);
     if (auto r = rpc::check_reply(d, xid); !r) return promise->set_value(r.error());

@@ -37,8 +37,8 @@ TEST_F(OverRdma, CreditsGrowWithUseToTheServersGrant) {
           make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
       rpc::OutgoingCall c;
       c.xid = xid;
-      c.message = *msg;
-      rdma_->call(c, [left, done, msg](Result<std::span<const std::uint8_t>>) {
+      c.message = xdr::Parts{*msg};
+      rdma_->call(c, [left, done, msg](Result<xdr::Parts>) {
         if (--*left == 0) done->set_value();
       });
     }
@@ -142,8 +142,8 @@ TEST_F(OverRdma, ManyCallsStayWithinTheGrantedCredits) {
     auto msg = std::make_shared<std::vector<std::uint8_t>>(make_call(xid, kProgram, kVersion, 1, args));
     rpc::OutgoingCall c;
     c.xid = xid;
-    c.message = *msg;
-    rdma_->call(c, [&, xid, msg](Result<std::span<const std::uint8_t>> reply) {
+    c.message = xdr::Parts{*msg};
+    rdma_->call(c, [&, xid, msg](Result<xdr::Parts> reply) {
       bool ok = reply.ok();
       if (ok) {
         xdr::Decoder d(*reply);
@@ -188,11 +188,10 @@ TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
   e.u32(1u << 20);
   rpc::OutgoingCall w;
   w.xid = xid;
-  w.message = head;
-  w.payload = src;
+  w.message = {head, src, {}};
   auto wrote = std::make_shared<std::promise<bool>>();
-  rdma_->call(w, [wrote, xid](Result<std::span<const std::uint8_t>> r) {
-    xdr::Decoder d(r ? *r : std::span<const std::uint8_t>{});
+  rdma_->call(w, [wrote, xid](Result<xdr::Parts> r) {
+    xdr::Decoder d(r ? *r : xdr::Parts{});
     WRITE3res res;
     wrote->set_value(r.ok() && rpc::check_reply(d, xid).ok() && xdr::decode(d, res).ok() && res.status == NFS3_OK);
   });
@@ -204,24 +203,28 @@ TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
   auto msg = make_call(rxid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::READ), args);
   rpc::OutgoingCall r;
   r.xid = rxid;
-  r.message = msg;
+  r.message = xdr::Parts{msg};
   r.reply_max_bytes = (1u << 20) + 1024;
   r.reply_payload_max = 1u << 20;
   r.reply_payload = dst;
   auto read = std::make_shared<std::promise<std::pair<std::uint32_t, std::size_t>>>();
-  rdma_->call(r, [read, rxid](Result<std::span<const std::uint8_t>> reply) {
-    // The reply is reduced: status, attributes, count, eof, length, and no data.
-    xdr::Decoder d(reply ? *reply : std::span<const std::uint8_t>{});
+  rdma_->call(r, [read, rxid, dst](Result<xdr::Parts> reply) {
+    // The reply is split: status, attributes, count, eof and length inline,
+    // the data its payload, where it was placed.
+    xdr::Decoder d(reply ? *reply : xdr::Parts{});
+    const bool placed = reply && reply->payload.data() == dst.data();
     nfsstat3 st{};
     post_op_attr attrs;
     std::uint32_t count = 0, len = 0;
     bool eof = false;
     if (reply && rpc::check_reply(d, rxid).ok()) {
+      std::span<const std::uint8_t> data;
       d.enumeration(st);
       xdr::xdr_optional(d, attrs);
       d.u32(count);
       d.boolean(eof);
-      d.u32(len);
+      d.opaque_view(data, 1u << 20);
+      len = placed ? static_cast<std::uint32_t>(data.size()) : 0;
     }
     read->set_value({d.ok() && st == NFS3_OK ? len : 0, d.remaining()});
   });
@@ -251,9 +254,9 @@ TEST_F(OverRdma, SendsCompleteOneInABatch) {
     auto msg = make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {});
     rpc::OutgoingCall call;
     call.xid = xid;
-    call.message = msg;
+    call.message = xdr::Parts{msg};
     auto answer = std::make_shared<std::optional<bool>>();  // outlives the loop if the shutdown fails it
-    client.call(call, [answer](Result<std::span<const std::uint8_t>> r) { *answer = r.ok(); });
+    client.call(call, [answer](Result<xdr::Parts> r) { *answer = r.ok(); });
     for (int tries = 0; !*answer && tries < 100; ++tries) {
       auto n = client.progress(100);
       ASSERT_TRUE(n.ok()) << n.error().describe();
@@ -346,9 +349,9 @@ TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
           make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
       rpc::OutgoingCall call;
       call.xid = xid;
-      call.message = *msg;
+      call.message = xdr::Parts{*msg};
       ++*in_flight;
-      clients[0]->call(call, [in_flight, &flood_replies, msg](Result<std::span<const std::uint8_t>> r) {
+      clients[0]->call(call, [in_flight, &flood_replies, msg](Result<xdr::Parts> r) {
         if (r) ++flood_replies;
         --*in_flight;
       });

@@ -364,12 +364,12 @@ TEST_F(ServerProcs, ManyCallsInFlightOnManyConnections) {
     messages.push_back(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(proc), args));
     rpc::OutgoingCall call;
     call.xid = xid;
-    call.message = messages.back();
+    call.message = xdr::Parts{messages.back()};
     {
       std::lock_guard lk(mu);
       ++outstanding;
     }
-    t.call(call, [&, xid, check](Result<std::span<const std::uint8_t>> reply) {
+    t.call(call, [&, xid, check](Result<xdr::Parts> reply) {
       bool ok = reply.ok();
       if (ok) {
         xdr::Decoder d(*reply);

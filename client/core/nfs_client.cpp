@@ -125,12 +125,14 @@ void NfsClient::recycle_locked(Call& c) {
 
 thread_local std::uint32_t CallOwner::current_ = 0;
 
-void NfsClient::Done::operator()(Result<std::span<const std::uint8_t>> reply) {
+void NfsClient::Done::operator()(Result<xdr::Parts> reply) {
   CallOwner as(owner);
   metrics::CallSeries& series = proc_series(proc);
   series.calls->inc();
   // Every NFSv3 result but NULL's starts with its nfsstat3.
-  if (!reply || (reply->size() >= 4 && counts_as_error(proc, xdr::load_be32(reply->data())))) series.errors->inc();
+  if (!reply || (reply->head.size() >= 4 && counts_as_error(proc, xdr::load_be32(reply->head.data())))) {
+    series.errors->inc();
+  }
   series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (read) return complete_read(reply, dest, placed, read);
   if (write) return complete_write(reply, write);
@@ -194,21 +196,20 @@ void NfsClient::transmit(const Sending& s) {
   const Call& c = *s.call;
   rpc::OutgoingCall call;
   call.xid = c.xid;
-  call.message = c.message;
-  call.payload = c.payload;
+  call.message = {c.message, c.payload, {}};
   call.reply_payload = c.reply_payload;
   call.reply_max_bytes = c.sizes.reply_max;
   call.reply_payload_max = c.sizes.reply_payload_max;
   // Two words of capture, which std::function keeps without allocating.
   Call* held = s.call;
   std::uint32_t via = s.via;
-  s.transport->call(call, [held, via](Result<std::span<const std::uint8_t>> reply) {
+  s.transport->call(call, [held, via](Result<xdr::Parts> reply) {
     held->client->on_reply(*held, via, std::move(reply));
   });
   release(*s.call);
 }
 
-void NfsClient::on_reply(Call& c, std::uint32_t via, Result<std::span<const std::uint8_t>> reply) {
+void NfsClient::on_reply(Call& c, std::uint32_t via, Result<xdr::Parts> reply) {
   Done done;
   std::uint32_t xid = 0;
   {
@@ -222,7 +223,7 @@ void NfsClient::on_reply(Call& c, std::uint32_t via, Result<std::span<const std:
       fail_link_locked(link, reply.error().describe());
       return release_locked(c);
     }
-    if (reply) link.series.received->inc(reply->size());
+    if (reply) link.series.received->inc(reply->head.size() + reply->tail.size());
     leave_link_locked(c);
     done = std::move(c.done);
     done.placed = link.series.received;
@@ -234,7 +235,7 @@ void NfsClient::on_reply(Call& c, std::uint32_t via, Result<std::span<const std:
   if (!reply) return done(reply.error());
   xdr::Decoder d(*reply);
   if (auto r = rpc::check_reply(d, xid); !r) return done(r.error());
-  done(d.rest());
+  done(d.unread());
 }
 
 void NfsClient::end_locked(Call& c, Error e, std::vector<std::pair<Done, Error>>& ended) {
@@ -314,7 +315,7 @@ void NfsClient::write(const WRITE3args& args, WriteDone done, const Identity* as
   send(c);
 }
 
-void NfsClient::complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done) {
+void NfsClient::complete_write(Result<xdr::Parts>& reply, WriteDone& done) {
   if (!reply) return done(reply.error());
   WRITE3res res;
   if (auto d = xdr::decode(*reply, res); !d) return done(d.error());
@@ -345,29 +346,26 @@ void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uin
   send(c);
 }
 
-void NfsClient::complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
-                              metrics::Counter* placed, ReadDone& done) {
+void NfsClient::complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest, metrics::Counter* placed,
+                              ReadDone& done) {
   if (!reply) return done(reply.error());
-  // READ3res by hand: the data is either inline, or was placed in `dest` by
-  // RDMA and the reply ends at its length word (rpc::OutgoingCall::reply_payload).
+  // READ3res by hand: the data is inline, or, placed in `dest` by RDMA, the
+  // reply's payload.
   xdr::Decoder d(*reply);
   ReadResult out;
   d.enumeration(out.status);
   post_op_attr attrs;
   xdr::xdr_optional(d, attrs);
   if (d.ok() && out.status == NFS3_OK) {
-    std::uint32_t len = 0;
+    std::span<const std::uint8_t> data;
     d.u32(out.count);
     d.boolean(out.eof);
-    d.u32(len);
-    if (d.ok() && (len != out.count || len > dest.size())) d.fail(xdr::Fault::bad_value);
-    if (d.ok() && d.remaining() >= xdr::pad4(len)) {
-      std::memcpy(dest.data(), d.rest().data(), len);  // inline (TCP, or RDMA via bounce)
-      d.skip(len);
-    } else if (d.ok() && d.remaining() != 0) {
-      d.fail(xdr::Fault::truncated);
-    } else if (d.ok() && placed) {
-      placed->inc(len);  // by RDMA Write, past the reply the connection counted
+    d.opaque_view(data, static_cast<std::uint32_t>(dest.size()));
+    if (d.ok() && data.size() != out.count) d.fail(xdr::Fault::bad_value);
+    if (d.ok() && data.data() == dest.data()) {
+      if (placed) placed->inc(data.size());  // by RDMA Write, past the reply the connection counted
+    } else if (d.ok() && !data.empty()) {
+      std::memcpy(dest.data(), data.data(), data.size());  // inline (TCP, or RDMA via bounce)
     }
   }
   if (auto r = d.result(); !r) return done(r.error());

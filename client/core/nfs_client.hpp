@@ -133,7 +133,7 @@ class NfsClient {
   // The owners of calls sent more than `age` ago and not answered.
   std::vector<std::uint32_t> owners_waiting_longer_than(std::chrono::steady_clock::duration age);
 
-  using RawDone = std::function<void(Result<std::span<const std::uint8_t>>)>;
+  using RawDone = std::function<void(Result<xdr::Parts>)>;
 
   template <class Res, class Args>
   void call(nfs3::Proc proc, const Args& args, std::function<void(Result<Res>)> done,
@@ -200,7 +200,7 @@ class NfsClient {
     std::span<std::uint8_t> dest;  // READ: where the data goes
     metrics::Counter* placed = nullptr;  // READ: its connection's received bytes
     WriteDone write;
-    void operator()(Result<std::span<const std::uint8_t>> reply);
+    void operator()(Result<xdr::Parts> reply);  // the reply's result, past its RPC header
   };
   // One call, from its encoding to its end: the one record of it, indexed
   // once by xid (calls_) and kept for the next call when it ends (free_), so
@@ -265,9 +265,9 @@ class NfsClient {
   void release(Call& c);
   void release_locked(Call& c);
   void recycle_locked(Call& c);  // to free_, or deleted
-  static void complete_read(Result<std::span<const std::uint8_t>>& reply, std::span<std::uint8_t> dest,
+  static void complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest,
                             metrics::Counter* placed, ReadDone& done);
-  static void complete_write(Result<std::span<const std::uint8_t>>& reply, WriteDone& done);
+  static void complete_write(Result<xdr::Parts>& reply, WriteDone& done);
   bool registered(const void* p, std::size_t n);
   // A call on its way out on a link, built under mu_ (which holds the call
   // for the transmit), sent after it is released, since a transport may run
@@ -282,7 +282,7 @@ class NfsClient {
   std::optional<Sending> prepare_locked(Call& c);
   void transmit(const Sending& s);
   // The handler of `c`'s transmit on connection `via`: once per transmit.
-  void on_reply(Call& c, std::uint32_t via, Result<std::span<const std::uint8_t>> reply);
+  void on_reply(Call& c, std::uint32_t via, Result<xdr::Parts> reply);
 
   // One connection of the mount, by addresses; its transport while it works.
   // Per connection index, shared by every client in the process (fio jobs).

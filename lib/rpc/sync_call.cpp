@@ -22,8 +22,8 @@ Result<std::vector<std::uint8_t>> call_sync(ClientTransport& t, std::uint32_t pr
   auto future = promise->get_future();
   OutgoingCall call;
   call.xid = xid;
-  call.message = *msg;
-  t.call(call, [promise, xid, msg](Result<std::span<const std::uint8_t>> reply) {
+  call.message = xdr::Parts{*msg};
+  t.call(call, [promise, xid, msg](Result<xdr::Parts> reply) {
     if (!reply) return promise->set_value(reply.error());
     xdr::Decoder d(*reply);
     if (auto r = check_reply(d, xid); !r) return promise->set_value(r.error());

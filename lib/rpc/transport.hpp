@@ -1,10 +1,10 @@
 // The Transport interface (DESIGN.md): what the NFS code above sees of a
 // connection, whichever of the two implementations (tcp, rdma) carries it.
 //
-// A message is split where RPC-over-RDMA splits it: `payload` is the one
+// A message is split where RPC-over-RDMA splits it (xdr::Parts): its one
 // DDP-eligible data item (WRITE data in a call, READ data in a reply, RFC 8267
-// §2) and sits at byte `payload_offset` of the XDR stream. TCP sends it inline;
-// RDMA moves it by RDMA Read/Write. Nothing above this line knows which.
+// §2) is its `payload`. TCP sends it inline; RDMA moves it by RDMA Read/Write.
+// Nothing above this line knows which.
 #pragma once
 
 #include <netinet/in.h>
@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "lib/base/pipe_pool.hpp"
 #include "lib/base/result.hpp"
+#include "lib/xdr/xdr.hpp"
 
 namespace nfsrdma::rpc {
 
@@ -28,27 +28,23 @@ namespace nfsrdma::rpc {
 
 struct OutgoingCall {
   std::uint32_t xid = 0;
-  // The whole call (header and arguments), XDR-encoded. If `payload` is not empty,
-  // `message` holds everything before it and `tail` everything after it; the
-  // payload's opaque length word is the last word of `message`.
-  std::span<const std::uint8_t> message;
-  std::span<const std::uint8_t> payload;
-  std::span<const std::uint8_t> tail;
+  // The whole call (header and arguments), XDR-encoded.
+  xdr::Parts message;
   // The largest reply (`reply_max_bytes`) and the largest DDP-eligible item in
   // it (`reply_payload_max`: READ count, READLINK path), so RDMA can offer a
   // Write chunk or a Reply chunk of the right size. 0: small, inline.
   std::uint32_t reply_max_bytes = 0;
   std::uint32_t reply_payload_max = 0;
   // Where the caller wants the reply's DDP-eligible data. A transport that can
-  // place it there directly (RDMA into registered memory) does, and hands over
-  // the reply reduced as on the wire: it ends at the item's length word.
-  // Otherwise the data stays inline in the reply.
+  // place it there directly (RDMA into registered memory) does, and hands the
+  // reply over split: its payload is what was placed there. Otherwise the
+  // reply comes whole.
   std::span<std::uint8_t> reply_payload;
 };
 
-// Runs once per call with the whole reply message (valid only during the
-// callback) or the error that ended the call.
-using ReplyHandler = std::function<void(Result<std::span<const std::uint8_t>>)>;
+// Runs once per call with the reply (valid only during the callback) or the
+// error that ended the call.
+using ReplyHandler = std::function<void(Result<xdr::Parts>)>;
 
 class ClientTransport {
  public:
@@ -98,21 +94,24 @@ sockaddr_storage from_v6(const std::array<std::uint8_t, 16>& a);
 // 127.0.0.0/8 or ::1: a process on this host (what rpcbind and statd trust).
 bool is_loopback(const sockaddr_storage& addr);
 
+// A reply the transport sends: whole in `bytes`, or split (xdr::Parts) when
+// its DDP-eligible item went into room the transport lent for it. NFSv3's
+// such items end their replies (READ data, READLINK's path), so a split
+// reply has no tail: `bytes` is its head, up to the item's length word.
 struct ReplyMessage {
-  std::vector<std::uint8_t> bytes;  // the whole reply, XDR-encoded (see IncomingCall::reply_buffer)
-  // The DDP-eligible item (READ data): at `payload_offset` of `bytes`, or, when
-  // `payload_in_area`, at the start of `area` with `bytes` reduced as on the
-  // wire (it ends at the item's length word), or, when `pipe` is lent, in
-  // the pipe with `bytes` reduced likewise. Length 0: none.
-  std::size_t payload_offset = 0;
-  std::size_t payload_length = 0;
-  // Registered memory the transport lends for the DDP-eligible item (RDMA,
-  // when the client offered a Write chunk): filling it saves the copies.
-  std::span<std::uint8_t> area;
-  bool payload_in_area = false;
-  // Holds the item when the transport lent pipes (IncomingCall::pipes, TCP):
-  // file data spliced in, sent by splicing it into the socket, uncopied.
+  std::vector<std::uint8_t> bytes;  // XDR-encoded (see IncomingCall::reply_buffer)
+  // The item apart: in registered memory the transport lent
+  // (IncomingCall::reply_area: RDMA sends it by RDMA Write from there), or
+  // in a pipe it lent (IncomingCall::pipes: TCP splices file data in and out
+  // into the socket, uncopied). Neither: the reply is whole.
+  std::span<const std::uint8_t> payload;
   PipePool::Pipe pipe;
+
+  // The reply made whole again, nothing apart (an error replacing it).
+  void unsplit() {
+    payload = {};
+    pipe = {};
+  }
 };
 
 // The way back to the client that sent a call. Every call handed to a
@@ -131,23 +130,21 @@ class ReplyChannel {
 
 struct IncomingCall {
   // The whole call, XDR-encoded, in the transport's memory: valid until the
-  // reply is sent or the call dropped.
-  std::span<const std::uint8_t> message;
+  // reply is sent or the call dropped. Split when its payload came apart (an
+  // RPC-over-RDMA Read chunk, so WRITE data is not copied).
+  xdr::Parts message;
   std::shared_ptr<ReplyChannel> channel;
   int listener = 0;  // the tag of the listener the call arrived on
   // From a reserved source port (TCP), or over RDMA, which has no ports to
   // check (Linux nfsd counts every RDMA connection as secure too).
   bool secure = false;
   bool rdma = false;  // arrived over RPC-over-RDMA
-  // See ReplyMessage::area; empty when the transport has none to lend.
+  // Registered memory lent for the reply's DDP-eligible item (RDMA, when the
+  // client offered a Write chunk): filling it saves the copies. Empty when
+  // the transport has none to lend.
   std::span<std::uint8_t> reply_area;
   // See ReplyMessage::pipe; null when the transport sends no pipes.
   PipePool* pipes = nullptr;
-  // An opaque's body carried outside `message` (an RPC-over-RDMA Read chunk,
-  // so WRITE data is not copied): see xdr::Decoder::place. Valid until the
-  // reply is sent or the call dropped.
-  std::optional<std::size_t> placed_at;
-  std::span<const std::uint8_t> placed;
   // An empty buffer with room in it, for ReplyMessage::bytes: a transport that
   // keeps its buffers from call to call (RDMA, per request) lends one here and
   // gets it back with the reply, so a call in the steady state allocates none.

@@ -1,6 +1,8 @@
 // RFC 4506 primitives: big-endian 4-byte units, opaque data padded to 4.
 #include "lib/xdr/xdr.hpp"
 
+#include <algorithm>
+
 namespace nfsrdma::xdr {
 
 const char* fault_name(Fault f) {
@@ -93,10 +95,36 @@ void Decoder::opaque_view(std::span<const std::uint8_t>& view, std::uint32_t max
   if (p) view = {p, n};
 }
 
-void Decoder::place(std::size_t position, std::span<const std::uint8_t> body) {
-  placed_ = body;
-  placed_at_ = position;
+void Parts::copy(std::size_t from, std::size_t n, std::uint8_t* out) const {
+  static constexpr std::uint8_t kZeros[4] = {};
+  const std::span<const std::uint8_t> parts[] = {head, payload, std::span(kZeros).first(pad4(payload.size()) - payload.size()),
+                                                 tail};
+  for (auto part : parts) {
+    if (n == 0) return;
+    if (from >= part.size()) {
+      from -= part.size();
+      continue;
+    }
+    std::size_t k = std::min(n, part.size() - from);
+    std::memcpy(out, part.data() + from, k);
+    out += k;
+    n -= k;
+    from = 0;
+  }
+}
+
+Decoder::Decoder(const Parts& m) : in_(m.head) {
+  if (!m.split()) return;
+  NFSRDMA_CHECK(m.tail.empty() || m.head.data() + m.head.size() == m.tail.data());
+  in_ = {m.head.data(), m.head.size() + m.tail.size()};
+  placed_ = m.payload;
+  placed_at_ = m.head.size();
   placed_pending_ = true;
+}
+
+Parts Decoder::unread() const {
+  if (!placed_pending_ || pos_ > placed_at_) return Parts{rest()};
+  return Parts{in_.subspan(pos_, placed_at_ - pos_), placed_, in_.subspan(placed_at_)};
 }
 
 void Decoder::opaque(std::vector<std::uint8_t>& out, std::uint32_t max) {

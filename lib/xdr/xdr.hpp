@@ -45,9 +45,31 @@ const char* fault_name(Fault f);
 
 constexpr std::size_t pad4(std::size_t n) { return (n + 3) & ~std::size_t{3}; }
 
+// One RPC message as RPC-over-RDMA splits it (RFC 8166 §3.4, RFC 8267 §2),
+// whichever transport carries it: the XDR stream is `head`, then `payload`,
+// the body of the message's one DDP-eligible opaque (WRITE data in a call,
+// READ data in a reply), then its round-up, then `tail`. `head` ends with the
+// opaque's length word. A message sent or received whole is all `head`.
+// The three views borrow memory someone else keeps: registered memory, a
+// receive buffer, the caller's.
+struct Parts {
+  std::span<const std::uint8_t> head, payload, tail;
+
+  bool split() const { return !payload.empty() || !tail.empty(); }
+  // The bytes of the XDR stream, the round-up included.
+  std::size_t stream_bytes() const { return head.size() + pad4(payload.size()) + tail.size(); }
+  // Copies the stream's bytes [from, from + n), at most to its end, to `out`.
+  void copy(std::size_t from, std::size_t n, std::uint8_t* out) const;
+};
+
 class Decoder {
  public:
   explicit Decoder(std::span<const std::uint8_t> in) : in_(in) {}
+  // Decodes a split message as one stream: the opaque whose length word ends
+  // `head` borrows `payload`, whose size must equal that word; any other item
+  // reaching across that position is bad_value. `head` and `tail` must be
+  // adjacent in memory (an inline part with the payload cut out of it).
+  explicit Decoder(const Parts& m);
 
   bool ok() const { return fault_ == Fault::none; }
   Fault fault() const { return fault_; }
@@ -55,6 +77,8 @@ class Decoder {
   std::size_t remaining() const { return in_.size() - pos_; }
   // The bytes not yet decoded (valid while the input is).
   std::span<const std::uint8_t> rest() const { return in_.subspan(pos_); }
+  // The same, still split while the placed payload is not yet decoded.
+  Parts unread() const;
   Result<void> result() const;
 
   void fail(Fault f) {
@@ -85,11 +109,6 @@ class Decoder {
   std::uint32_t count(std::size_t current, std::uint32_t max, std::size_t min_element_bytes);
   // Skips `n` bytes (padded), e.g. a payload decoded elsewhere.
   void skip(std::size_t n);
-  // The body of the variable-length opaque whose length word ends at
-  // `position` travels outside the input (an RPC-over-RDMA Read chunk, RFC
-  // 8166 §3.4.5): opaque_view there borrows `body`, whose size must equal that
-  // length word. Any other item reaching across `position` is bad_value.
-  void place(std::size_t position, std::span<const std::uint8_t> body);
 
  private:
   const std::uint8_t* take(std::size_t n);
@@ -217,6 +236,12 @@ Result<void> decode(Decoder& d, T& v) {
 
 template <class T>
 Result<void> decode(std::span<const std::uint8_t> in, T& v) {
+  Decoder d(in);
+  return decode(d, v);
+}
+
+template <class T>
+Result<void> decode(const Parts& in, T& v) {
   Decoder d(in);
   return decode(d, v);
 }

@@ -66,15 +66,24 @@ TEST(Xdr, DecodesGoldenBytes) {
   EXPECT_EQ(s.list, (std::vector<std::uint32_t>{5, 6}));
 }
 
-// The golden bytes with the string's body and its pad cut out, as an
-// RPC-over-RDMA Read chunk carries it: placed back, it decodes the same.
+// The golden stream split where a Read chunk would cut it: "abc" apart, the
+// inline part without it and its round-up.
+struct SplitGolden {
+  Bytes inline_part = cut();
+  Bytes abc = {'a', 'b', 'c'};
+  Parts parts() const { return {std::span(inline_part).first(20), abc, std::span(inline_part).subspan(20)}; }
+  static Bytes cut() {
+    Bytes c(kGolden.begin(), kGolden.begin() + 20);
+    c.insert(c.end(), kGolden.begin() + 24, kGolden.end());
+    return c;
+  }
+};
+
+// Placed back, the body decodes as if inline.
 TEST(Xdr, PlacedOpaqueBodyDecodesAsIfInline) {
-  Bytes cut(kGolden.begin(), kGolden.begin() + 20);
-  cut.insert(cut.end(), kGolden.begin() + 24, kGolden.end());
-  const Bytes abc = {'a', 'b', 'c'};
+  SplitGolden g;
   Sample s;
-  Decoder d(cut);
-  d.place(20, abc);
+  Decoder d(g.parts());
   codec(d, s);
   ASSERT_TRUE(d.ok()) << fault_name(d.fault());
   EXPECT_EQ(s.name, "abc");
@@ -83,16 +92,54 @@ TEST(Xdr, PlacedOpaqueBodyDecodesAsIfInline) {
 }
 
 TEST(Xdr, PlacedBodyOfTheWrongLengthOrPositionIsRefused) {
-  Bytes cut(kGolden.begin(), kGolden.begin() + 20);
-  cut.insert(cut.end(), kGolden.begin() + 24, kGolden.end());
+  const Bytes cut = SplitGolden::cut();
   const Bytes abcd = {'a', 'b', 'c', 'd'}, abc = {'a', 'b', 'c'};
   for (auto [at, body] : {std::pair{std::size_t{20}, abcd}, {8, abc}, {12, abc}, {16, abc}}) {
     Sample s;
-    Decoder d(cut);
-    d.place(at, body);
+    Decoder d(Parts{std::span(cut).first(at), body, std::span(cut).subspan(at)});
     codec(d, s);
     EXPECT_EQ(d.fault(), Fault::bad_value) << "placed at " << at << ", " << body.size() << " bytes";
   }
+}
+
+TEST(Xdr, PartsCopyTheStreamWithTheRoundUp) {
+  SplitGolden g;
+  const Parts m = g.parts();
+  ASSERT_EQ(m.stream_bytes(), kGolden.size());
+  for (std::size_t from = 0; from <= kGolden.size(); ++from) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, kGolden.size()}) {
+      const std::size_t k = std::min(n, kGolden.size() - from);
+      Bytes out(k, 0xee);
+      m.copy(from, n, out.data());
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), kGolden.begin() + static_cast<long>(from)))
+          << n << " bytes from " << from;
+    }
+  }
+  EXPECT_FALSE(Parts{kGolden}.split());
+  EXPECT_TRUE(m.split());
+}
+
+// What is left of a split message stays split until its payload is read:
+// a reply's result handed on past its RPC header keeps the placed data.
+TEST(Xdr, UnreadStaysSplitUntilThePayloadIsRead) {
+  SplitGolden g;
+  Decoder d(g.parts());
+  std::uint32_t a = 0;
+  d.u32(a);
+  Parts rest = d.unread();
+  EXPECT_EQ(rest.head.size(), 16u);
+  EXPECT_EQ(rest.payload.data(), g.abc.data());
+  Decoder r(rest);
+  std::int64_t b = 0;
+  bool flag = false;
+  std::span<const std::uint8_t> name;
+  r.i64(b);
+  r.boolean(flag);
+  r.opaque_view(name, 8);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(name.data(), g.abc.data());
+  EXPECT_FALSE(r.unread().split());
+  EXPECT_EQ(r.unread().head.size(), 20u);
 }
 
 TEST(Xdr, TruncationAtEveryOffsetFails) {

@@ -143,33 +143,16 @@ const RdmaClient::CallerRegion* RdmaClient::region_of(const void* p, std::size_t
   return nullptr;
 }
 
-void RdmaClient::Pieces::copy(std::size_t from, std::size_t n, std::uint8_t* out) const {
-  static constexpr std::uint8_t kZeros[4] = {};
-  const std::span<const std::uint8_t> parts[] = {head, payload, std::span(kZeros).first(xdr::pad4(payload.size()) - payload.size()), tail};
-  for (auto part : parts) {
-    if (n == 0) return;
-    if (from >= part.size()) {
-      from -= part.size();
-      continue;
-    }
-    std::size_t k = std::min(n, part.size() - from);
-    std::memcpy(out, part.data() + from, k);
-    out += k;
-    n -= k;
-    from = 0;
-  }
-}
-
 void RdmaClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) {
   Call c;
   c.xid = call.xid;
-  c.pieces = {call.message, call.payload, call.tail};
+  c.message = call.message;
   c.reply_max = call.reply_max_bytes;
   c.reply_payload_max = call.reply_payload_max;
   std::vector<std::pair<rpc::ReplyHandler, Error>> failed;
   {
     std::lock_guard lk(mu_);
-    c.payload_registered = region_of(call.payload.data(), call.payload.size()) != nullptr;
+    c.payload_registered = region_of(call.message.payload.data(), call.message.payload.size()) != nullptr;
     if (region_of(call.reply_payload.data(), call.reply_payload.size())) c.direct_reply = call.reply_payload;
     if (broken_) {
       failed.emplace_back(std::move(on_reply),
@@ -192,8 +175,8 @@ void RdmaClient::pump_locked(std::vector<std::pair<rpc::ReplyHandler, Error>>& f
 
 RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& handler,
                                            std::vector<std::pair<rpc::ReplyHandler, Error>>& failed) {
-  const Pieces& in = call.pieces;
-  const auto total = static_cast<std::uint32_t>(in.size());
+  const xdr::Parts& in = call.message;
+  const auto total = static_cast<std::uint32_t>(in.stream_bytes());
   rpcrdma::CallShape shape{total, static_cast<std::uint32_t>(in.head.size()), static_cast<std::uint32_t>(in.payload.size()),
                            call.reply_max, call.reply_payload_max};
   rpcrdma::Plan plan = rpcrdma::plan_call(shape, peer_recv_inline_, peer_send_inline_);
@@ -228,7 +211,7 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
     in.copy(m.read_from, plan.read_bytes, bounce_->slot(*p.read_slot).data());
     bounce_bytes_ += plan.read_bytes;
   }
-  p.reply_placed = direct_write;
+  if (direct_write) p.reply_placed = call.direct_reply;
   p.offered = rpcrdma::offers_of(m.header);
   std::size_t slot = *send_pool_->take();
   auto buf = send_pool_->slot(slot);
@@ -307,7 +290,7 @@ RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::sp
     NFSRDMA_CHECK(r.reply_bytes <= bounce_->slot_bytes());
     auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
     joined.assign(src.begin(), src.end());
-    out.outcome = std::span<const std::uint8_t>(joined);
+    out.outcome = xdr::Parts{joined};
   } else {
     std::span<const std::uint8_t> reply = bytes.subspan(r.inline_from);
     if (r.write_bytes > 0 && p.write_slot) {
@@ -317,9 +300,15 @@ RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::sp
       reply = joined;
       bounce_bytes_ += r.write_bytes;
     }
-    // With `reply_placed` the data is already in the caller's memory and
-    // the reply stays reduced (see rpc::OutgoingCall::reply_payload).
-    out.outcome = reply;
+    // Placed in the caller's memory, the data is the reply's payload, and
+    // the inline part ends at its length word (read_reply kept the length
+    // within the offer, the offer within that memory).
+    std::span<const std::uint8_t> placed;
+    if (!p.reply_placed.empty()) {
+      NFSRDMA_CHECK(r.write_bytes <= p.reply_placed.size());
+      placed = p.reply_placed.first(r.write_bytes);
+    }
+    out.outcome = xdr::Parts{reply, placed, {}};
   }
   release_locked(p);
   return out;

@@ -80,21 +80,14 @@ class RdmaClient final : public rpc::ClientTransport {
     std::span<std::uint8_t> span;
     fabric::MemoryRegion mr;
   };
-  // A call's bytes in pieces: the message up to the payload, the payload
-  // (then its round-up to 4 bytes), the rest. One XDR stream.
-  struct Pieces {
-    std::span<const std::uint8_t> head, payload, tail;
-    std::size_t size() const { return head.size() + xdr::pad4(payload.size()) + tail.size(); }
-    void copy(std::size_t from, std::size_t n, std::uint8_t* out) const;  // bytes [from, from + n)
-  };
   struct Call {
     std::uint32_t xid = 0;
-    Pieces pieces;
+    xdr::Parts message;
     bool payload_registered = false;       // in a CallerRegion: a Read chunk can point there
     std::span<std::uint8_t> direct_reply;  // in a CallerRegion: the Write chunk points there
     std::uint32_t reply_max = 0, reply_payload_max = 0;
   };
-  // A call waiting for a credit or buffers: its pieces are the caller's.
+  // A call waiting for a credit or buffers: its message is the caller's.
   struct Job {
     Call call;
     rpc::ReplyHandler handler;
@@ -103,7 +96,7 @@ class RdmaClient final : public rpc::ClientTransport {
   struct Pending {
     rpc::ReplyHandler handler;
     std::optional<std::size_t> read_slot, write_slot, reply_slot;
-    bool reply_placed = false;  // the Write chunk was the caller's memory
+    std::span<const std::uint8_t> reply_placed;  // the caller's memory the Write chunk points at
     rpcrdma::Offers offered;    // a reply claiming more is refused
   };
   struct SlotCtx {
@@ -127,13 +120,14 @@ class RdmaClient final : public rpc::ClientTransport {
   bool cm_look_due(int timeout_ms);
   void on_reply(std::size_t slot, std::size_t len);
   // What a reply means for its call: its handler, taken from pending_ (none
-  // for an unknown xid), and the reply to give it (in `bytes`, or rebuilt in
-  // `joined` from a bounce buffer) or the error. Its buffers go back, and the
+  // for an unknown xid), and the reply to give it (in `bytes`, split when its
+  // data was placed in the caller's memory, or rebuilt in `joined` from a
+  // bounce buffer) or the error. Its buffers go back, and the
   // grant is taken. With mu_ held.
   struct Settled {
     bool found = false;  // it answers a call in flight, whose credit comes back
     rpc::ReplyHandler handler;
-    Result<std::span<const std::uint8_t>> outcome = Error{};
+    Result<xdr::Parts> outcome = Error{};
   };
   Settled settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes,
                         std::vector<std::uint8_t>& joined);

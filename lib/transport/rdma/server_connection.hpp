@@ -67,7 +67,6 @@ enum class State : std::uint8_t {
   ready,          // the call is whole: to the handler
   executing,      // the handler has it
   replied,        // the reply (or a drop) is back
-  data_buffer,    // waits for a buffer to copy reply data into for the Write chunk
   pushing_data,   // RDMA Writes into the Write chunk
   data_placed,    // the reply's data is where it goes: now the rest
   reply_buffer,   // waits for a buffer to copy a long reply into for the Reply chunk
@@ -208,7 +207,6 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   State rebuild_call(Request& r);  // pulled
   void dispatch(Request& r);       // executing: to the handler, which replies
   State place_reply(Request& r);   // replied
-  State copy_data(Request& r);     // data_buffer
   State finish_reply(Request& r);  // data_placed
   State copy_reply(Request& r);    // reply_buffer
   // Sets up the RDMA Writes of `len` bytes of the request's payload buffer

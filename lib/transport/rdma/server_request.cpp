@@ -24,7 +24,6 @@ const char* server_detail::state_name(State s) {
     case State::ready: return "ready";
     case State::executing: return "executing";
     case State::replied: return "replied";
-    case State::data_buffer: return "data_buffer";
     case State::pushing_data: return "pushing_data";
     case State::data_placed: return "data_placed";
     case State::reply_buffer: return "reply_buffer";
@@ -68,10 +67,6 @@ void ServerConnection::advance(Request& r) {
         break;
       case State::replied:
         if (!go(place_reply(r))) return;
-        break;
-      case State::data_buffer:
-        if (!buffer(r, r.write_len)) return;
-        to(r, copy_data(r));
         break;
       case State::data_placed:
         if (!go(finish_reply(r))) return;
@@ -201,10 +196,12 @@ State ServerConnection::rebuild_call(Request& r) {
 
 void ServerConnection::dispatch(Request& r) {
   rpc::IncomingCall call;
-  call.message = r.message;
+  std::span<const std::uint8_t> inline_part(r.message);
+  call.message = xdr::Parts{inline_part};
   if (r.placed_at) {
-    call.placed_at = r.placed_at;
-    call.placed = payload(r).first(rpcrdma::read_chunk_length(r.hdr.read_list, *r.placed_at));
+    call.message = {inline_part.first(*r.placed_at),
+                    payload(r).first(rpcrdma::read_chunk_length(r.hdr.read_list, *r.placed_at)),
+                    inline_part.subspan(*r.placed_at)};
   }
   call.reply_buffer = std::move(r.body);
   call.channel = std::shared_ptr<rpc::ReplyChannel>(shared_from_this(), &r.channel);
@@ -223,40 +220,19 @@ State ServerConnection::place_reply(Request& r) {
   rpc::ReplyMessage& m = r.reply;
   r.write_len = 0;
   r.reply_len = 0;
-  if (m.payload_in_area && m.payload_length > 0 && has_payload(r)) {
-    // The data is already in our registered buffer: RDMA Write it from there.
-    r.write_len = static_cast<std::uint32_t>(m.payload_length);
-    r.body = std::move(m.bytes);
+  r.body = std::move(m.bytes);
+  if (!m.payload.empty()) {
+    // The data is in the buffer lent for the Write chunk, which is no larger
+    // than the chunk: RDMA Write it from there.
+    NFSRDMA_CHECK(has_payload(r) && m.payload.data() == payload(r).data() && !r.hdr.write_list.empty());
+    r.write_len = static_cast<std::uint32_t>(m.payload.size());
+    m.payload = {};
     std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
     return push(r, r.write_len, segs, State::pushing_data, State::data_placed);
   }
+  // No data apart: the reply travels whole.
   give_back(r);  // a lent buffer the reply did not use, or the Read chunk's data
-  if (!r.hdr.write_list.empty() && m.payload_length > 0) {
-    const auto& chunk = r.hdr.write_list[0];
-    if (m.payload_length > chunk.length()) {
-      NFSRDMA_LOG_LIMITED(info, "rdma: reply data of {} bytes does not fit the Write chunk of {}", m.payload_length,
-                          chunk.length());
-      send_error(r.hdr.xid, rpcrdma::ERR_CHUNK);
-      return release(r);
-    }
-    r.write_len = static_cast<std::uint32_t>(m.payload_length);
-    return State::data_buffer;
-  }
-  // No data to place (or no Write chunk offered): the reply travels whole.
-  r.body = std::move(m.bytes);
   return State::data_placed;
-}
-
-// The reply's data copied out of the reply into a payload buffer, and cut
-// from the reply with its round-up.
-State ServerConnection::copy_data(Request& r) {
-  rpc::ReplyMessage& m = r.reply;
-  std::memcpy(payload(r).data(), m.bytes.data() + m.payload_offset, m.payload_length);
-  const std::size_t end = std::min(m.bytes.size(), m.payload_offset + xdr::pad4(m.payload_length));
-  m.bytes.erase(m.bytes.begin() + static_cast<long>(m.payload_offset), m.bytes.begin() + static_cast<long>(end));
-  r.body = std::move(m.bytes);
-  std::span<const rpcrdma::Segment> segs(r.hdr.write_list[0].segments.begin(), r.hdr.write_list[0].segments.size());
-  return push(r, r.write_len, segs, State::pushing_data, State::data_placed);
 }
 
 // Chaining needs the provider's ordering, and a reply that then goes inline:

@@ -57,15 +57,15 @@ void TcpClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) 
     return;
   }
   static const std::uint8_t kZeros[4] = {};
-  std::size_t pad = xdr::pad4(call.payload.size()) - call.payload.size();
-  std::size_t total = call.message.size() + call.payload.size() + pad + call.tail.size();
-  auto mark = record_mark(static_cast<std::uint32_t>(total));
+  const xdr::Parts& m = call.message;
+  std::size_t pad = xdr::pad4(m.payload.size()) - m.payload.size();
+  auto mark = record_mark(static_cast<std::uint32_t>(m.stream_bytes()));
   iovec iov[5] = {
       {mark.data(), 4},
-      {const_cast<std::uint8_t*>(call.message.data()), call.message.size()},
-      {const_cast<std::uint8_t*>(call.payload.data()), call.payload.size()},
+      {const_cast<std::uint8_t*>(m.head.data()), m.head.size()},
+      {const_cast<std::uint8_t*>(m.payload.data()), m.payload.size()},
       {const_cast<std::uint8_t*>(kZeros), pad},
-      {const_cast<std::uint8_t*>(call.tail.data()), call.tail.size()},
+      {const_cast<std::uint8_t*>(m.tail.data()), m.tail.size()},
   };
   SendFull full;
   if (options_.caller_progress) full = [this] { return absorb(); };
@@ -121,7 +121,7 @@ void TcpClient::fail_all(const Error& e) {
   }
   while (!absorbed.empty()) {
     Absorbed a = absorbed.pop_front();
-    a.handler(std::span<const std::uint8_t>(a.record));
+    a.handler(xdr::Parts{a.record});
   }
   for (auto& h : pending) h(e);
 }
@@ -200,7 +200,7 @@ Result<std::size_t> TcpClient::progress(int timeout_ms) {
     }
     if (*got) {
       if (absorbed) {
-        absorbed(std::span<const std::uint8_t>(record));
+        absorbed(xdr::Parts{record});
       } else {
         deliver(record);
       }
@@ -233,7 +233,7 @@ rpc::ReplyHandler TcpClient::take_handler(std::span<const std::uint8_t> reply) {
 }
 
 void TcpClient::deliver(std::span<const std::uint8_t> reply) {
-  if (auto h = take_handler(reply)) h(reply);
+  if (auto h = take_handler(reply)) h(xdr::Parts{reply});
 }
 
 }  // namespace nfsrdma::tcp

@@ -96,11 +96,11 @@ TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
     message[3] = static_cast<std::uint8_t>(xid);
     rpc::OutgoingCall call;
     call.xid = xid;
-    call.message = message;
-    client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
+    call.message = xdr::Parts{message};
+    client->call(call, [&](Result<xdr::Parts> reply) {
       EXPECT_TRUE(reply.ok());
       if (reply) {
-        EXPECT_EQ(reply->size(), 20u);
+        EXPECT_EQ(reply->head.size(), 20u);
       }
       elsewhere |= std::this_thread::get_id() != me;
       ++ran;
@@ -135,10 +135,9 @@ TEST(CallerDrivenTcpClient, ASendThatFindsTheSocketFullTakesTheRepliesMeanwhile)
     head[3] = static_cast<std::uint8_t>(xid);
     rpc::OutgoingCall call;
     call.xid = xid;
-    call.message = head;
-    call.payload = payload;
-    client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
-      (reply && reply->size() == 4 + kBytes ? ok : failed)++;
+    call.message = {head, payload, {}};
+    client->call(call, [&](Result<xdr::Parts> reply) {
+      (reply && reply->head.size() == 4 + kBytes ? ok : failed)++;
     });
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -185,12 +184,12 @@ TEST(CallerDrivenTcpClient, AConnectionLostWhileASendWaitsKeepsTheRepliesReadMea
   rpc::OutgoingCall call;
   head[3] = 1;
   call.xid = 1;
-  call.message = head;
-  client->call(call, [&](Result<std::span<const std::uint8_t>> r) { first = r.ok(); });
+  call.message = xdr::Parts{head};
+  client->call(call, [&](Result<xdr::Parts> r) { first = r.ok(); });
   head[3] = 2;
   call.xid = 2;
-  call.payload = payload;
-  client->call(call, [&](Result<std::span<const std::uint8_t>> r) {
+  call.message = {head, payload, {}};
+  client->call(call, [&](Result<xdr::Parts> r) {
     if (!r) second = r.error();
   });
   peer.join();
@@ -211,18 +210,18 @@ TEST(CallerDrivenTcpClient, ALostConnectionFailsTheCallsInProgress) {
     // Wait for the peer's accept by a round trip.
     rpc::OutgoingCall call;
     call.xid = 1000 + static_cast<std::uint32_t>(i);
-    call.message = m;
-    client->call(call, [](Result<std::span<const std::uint8_t>>) {});
+    call.message = xdr::Parts{m};
+    client->call(call, [](Result<xdr::Parts>) {});
     (void)client->progress(10);
   }
   std::vector<std::uint8_t> message(40, 0);
   message[3] = 9;
   rpc::OutgoingCall call;
   call.xid = 9;
-  call.message = message;
+  call.message = xdr::Parts{message};
   std::optional<Error> why;
   peer.reset();  // closes the connection: nothing answers call 9
-  client->call(call, [&](Result<std::span<const std::uint8_t>> reply) {
+  client->call(call, [&](Result<xdr::Parts> reply) {
     if (!reply) why = reply.error();
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -104,8 +104,8 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     // The call stays in flight, and its reply's bytes held (a pipe's pages
     // too), until the socket took them.
     Pending p;
+    NFSRDMA_CHECK(reply.payload.empty());  // TCP lends no registered memory
     if (reply.pipe) {
-      NFSRDMA_CHECK(reply.pipe.held() == reply.payload_length);
       p.piped = reply.pipe.held();
       ++piped_;
       // The reply's room was sized for the data: it goes back, and the
@@ -598,7 +598,7 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
         call.reply_buffer = server_.shelf_.take(bound);
         call.reply_buffer.reserve(bound);
       }
-      call.message = channel->message();
+      call.message = xdr::Parts{channel->message()};
       if (c->may_take_pipes()) call.pipes = &server_.pipes_;
       call.channel = std::move(channel);
       call.listener = c->tag();

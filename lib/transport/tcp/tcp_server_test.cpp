@@ -105,7 +105,7 @@ TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
     int waiting = 0;
     if (calls++ > 0 && ::ioctl(client_fd.load(), FIONREAD, &waiting) == 0 && waiting > 0) ++saw_replies_early;
-    answer(call, 8, call.message[0]);
+    answer(call, 8, call.message.head[0]);
   });
   std::thread loop;
   auto fd = start_and_connect(server, loop);
@@ -133,7 +133,7 @@ TEST(TcpServer, ACallArrivingInPiecesAfterTheSocketWasReadEmptyIsRead) {
   std::atomic<int> calls{0};
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
     ++calls;
-    answer(call, 8, call.message[0]);
+    answer(call, 8, call.message.head[0]);
   });
   std::thread loop;
   auto fd = start_and_connect(server, loop);
@@ -171,7 +171,7 @@ TEST(TcpServer, APipedPayloadFollowsItsReplysBytesInOneRecord) {
   auto pattern = [](int id, std::size_t i) { return static_cast<std::uint8_t>(i * 7 + static_cast<std::size_t>(id)); };
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
     rpc::ReplyMessage reply;
-    const int id = call.message[0];
+    const int id = call.message.head[0];
     reply.bytes.assign(8, static_cast<std::uint8_t>(id));
     if (id <= kCalls) {
       if (call.pipes) pool = call.pipes;
@@ -190,13 +190,10 @@ TEST(TcpServer, APipedPayloadFollowsItsReplysBytesInOneRecord) {
           put += static_cast<std::size_t>(n);
         }
         reply.pipe.filled(put);
-        reply.payload_length = put;
       } else {  // copied, as a READ with no pipe lent is
         reply.bytes.insert(reply.bytes.end(), data.begin(), data.end());
         reply.bytes.push_back(0);
-        reply.payload_length = data.size();
       }
-      reply.payload_offset = 8;
     }
     call.channel->send(std::move(reply));
   });
@@ -260,7 +257,7 @@ TEST(TcpServer, ACallThatWaitsOnOneLoopHoldsUpNoConnectionOnAnother) {
   TcpServerOptions options;
   options.loops = 2;
   TcpServer server(options, [&](rpc::IncomingCall&& call) {
-    const std::uint8_t which = call.message[0];
+    const std::uint8_t which = call.message.head[0];
     if (which == 1) {
       first_saw_second = second_done.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
     } else {
