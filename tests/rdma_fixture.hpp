@@ -48,8 +48,7 @@ inline Result<std::vector<std::uint8_t>> rdma_raw(rpc::ClientTransport& t, Proc 
     if (!reply) return promise->set_value(reply.error());
     xdr::Decoder d(*reply);
     if (auto r = rpc::check_reply(d, xid); !r) return promise->set_value(r.error());
-    auto rest = d.rest();
-    promise->set_value(std::vector<std::uint8_t>(rest.begin(), rest.end()));
+    promise->set_value(d.unread().joined());
   });
   if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     return Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "no reply in 10 s"};

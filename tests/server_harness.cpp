@@ -289,7 +289,7 @@ Result<std::vector<std::uint8_t>> raw_call(rpc::ClientTransport& t, std::uint32_
   call.message = xdr::Parts{*held};
   t.call(call, [promise, held](Result<xdr::Parts> reply) {
     if (!reply) return promise->set_value(reply.error());
-    promise->set_value(std::vector<std::uint8_t>(reply->head.begin(), reply->head.end()));  // sent whole
+    promise->set_value(reply->joined());
   });
   if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
     return Error{ErrorDomain::rpc, ETIMEDOUT, Action::fail, "no reply within 5 s"};

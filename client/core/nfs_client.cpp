@@ -134,7 +134,7 @@ void NfsClient::Done::operator()(Result<xdr::Parts> reply) {
     series.errors->inc();
   }
   series.seconds->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  if (read) return complete_read(reply, dest, placed, read);
+  if (read) return complete_read(reply, dest, read);
   if (write) return complete_write(reply, write);
   raw(std::move(reply));
 }
@@ -223,10 +223,9 @@ void NfsClient::on_reply(Call& c, std::uint32_t via, Result<xdr::Parts> reply) {
       fail_link_locked(link, reply.error().describe());
       return release_locked(c);
     }
-    if (reply) link.series.received->inc(reply->head.size() + reply->tail.size());
+    if (reply) link.series.received->inc(reply->head.size() + reply->payload.size() + reply->tail.size());
     leave_link_locked(c);
     done = std::move(c.done);
-    done.placed = link.series.received;
     xid = c.xid;
     calls_.erase(c.indexed);
     release_locked(c);  // the index's
@@ -346,11 +345,10 @@ void NfsClient::read(const nfs_fh3& fh, std::uint64_t offset, std::span<std::uin
   send(c);
 }
 
-void NfsClient::complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest, metrics::Counter* placed,
-                              ReadDone& done) {
+void NfsClient::complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest, ReadDone& done) {
   if (!reply) return done(reply.error());
-  // READ3res by hand: the data is inline, or, placed in `dest` by RDMA, the
-  // reply's payload.
+  // READ3res by hand: the data is inline, or the reply's payload where the
+  // Write chunk put it: in `dest` (registered memory) or a bounce buffer.
   xdr::Decoder d(*reply);
   ReadResult out;
   d.enumeration(out.status);
@@ -362,10 +360,8 @@ void NfsClient::complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t>
     d.boolean(out.eof);
     d.opaque_view(data, static_cast<std::uint32_t>(dest.size()));
     if (d.ok() && data.size() != out.count) d.fail(xdr::Fault::bad_value);
-    if (d.ok() && data.data() == dest.data()) {
-      if (placed) placed->inc(data.size());  // by RDMA Write, past the reply the connection counted
-    } else if (d.ok() && !data.empty()) {
-      std::memcpy(dest.data(), data.data(), data.size());  // inline (TCP, or RDMA via bounce)
+    if (d.ok() && !data.empty() && data.data() != dest.data()) {
+      std::memcpy(dest.data(), data.data(), data.size());  // inline, or from an RDMA bounce buffer
     }
   }
   if (auto r = d.result(); !r) return done(r.error());

@@ -198,7 +198,6 @@ class NfsClient {
     RawDone raw;  // any procedure
     ReadDone read;
     std::span<std::uint8_t> dest;  // READ: where the data goes
-    metrics::Counter* placed = nullptr;  // READ: its connection's received bytes
     WriteDone write;
     void operator()(Result<xdr::Parts> reply);  // the reply's result, past its RPC header
   };
@@ -265,8 +264,7 @@ class NfsClient {
   void release(Call& c);
   void release_locked(Call& c);
   void recycle_locked(Call& c);  // to free_, or deleted
-  static void complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest,
-                            metrics::Counter* placed, ReadDone& done);
+  static void complete_read(Result<xdr::Parts>& reply, std::span<std::uint8_t> dest, ReadDone& done);
   static void complete_write(Result<xdr::Parts>& reply, WriteDone& done);
   bool registered(const void* p, std::size_t n);
   // A call on its way out on a link, built under mu_ (which holds the call

@@ -27,8 +27,7 @@ Result<std::vector<std::uint8_t>> call_sync(ClientTransport& t, std::uint32_t pr
     if (!reply) return promise->set_value(reply.error());
     xdr::Decoder d(*reply);
     if (auto r = check_reply(d, xid); !r) return promise->set_value(r.error());
-    auto rest = d.rest();
-    promise->set_value(std::vector<std::uint8_t>(rest.begin(), rest.end()));
+    promise->set_value(d.unread().joined());
   });
   if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
     return Error{ErrorDomain::rpc, ETIMEDOUT, Action::retry_later,

@@ -86,11 +86,4 @@ ReplyLayout read_reply(const Decoded& d, const Offers& offered) {
   return r;
 }
 
-void join_reply(std::span<const std::uint8_t> inline_part, std::span<const std::uint8_t> data,
-                std::vector<std::uint8_t>& out) {
-  out.assign(inline_part.begin(), inline_part.end());
-  out.insert(out.end(), data.begin(), data.end());
-  out.resize(out.size() + (xdr::pad4(data.size()) - data.size()), 0);
-}
-
 }  // namespace nfsrdma::rpcrdma

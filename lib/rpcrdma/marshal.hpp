@@ -75,10 +75,4 @@ struct ReplyLayout {
 // call's memory) is refused.
 ReplyLayout read_reply(const Decoded& reply, const Offers& offered);
 
-// A reply whose Write chunk data came apart, made one XDR stream again: the
-// reduced item (READ data, READLINK path) is the last item of an NFSv3 reply,
-// so the data goes after the inline part, its round-up restored.
-void join_reply(std::span<const std::uint8_t> inline_part, std::span<const std::uint8_t> data,
-                std::vector<std::uint8_t>& out);
-
 }  // namespace nfsrdma::rpcrdma

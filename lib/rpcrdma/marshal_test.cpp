@@ -187,14 +187,5 @@ TEST(ReadReply, EveryTruncatedHeaderIsUnparseable) {
   }
 }
 
-TEST(JoinReply, TheDataGoesLastWithItsRoundUp) {
-  const Bytes head = {1, 2, 3, 4}, data = {5, 6, 7, 8, 9};
-  Bytes out = {42};
-  join_reply(head, data, out);
-  EXPECT_EQ(out, (Bytes{1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0}));
-  join_reply(head, {}, out);
-  EXPECT_EQ(out, head);
-}
-
 }  // namespace
 }  // namespace nfsrdma::rpcrdma

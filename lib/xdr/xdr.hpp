@@ -60,6 +60,12 @@ struct Parts {
   std::size_t stream_bytes() const { return head.size() + pad4(payload.size()) + tail.size(); }
   // Copies the stream's bytes [from, from + n), at most to its end, to `out`.
   void copy(std::size_t from, std::size_t n, std::uint8_t* out) const;
+  // The whole stream, copied into one buffer (control-plane calls, tests).
+  std::vector<std::uint8_t> joined() const {
+    std::vector<std::uint8_t> out(stream_bytes());
+    copy(0, out.size(), out.data());
+    return out;
+  }
 };
 
 class Decoder {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "lib/base/clock.hpp"
 #include "lib/base/log.hpp"
@@ -263,8 +264,7 @@ void RdmaClient::release_locked(Pending& p) {
   }
 }
 
-RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes,
-                                              std::vector<std::uint8_t>& joined) {
+RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes) {
   Settled out;
   auto it = d.failure == rpcrdma::DecodeFailure::too_short ? pending_.end() : pending_.find(d.header.xid);
   if (it == pending_.end()) {
@@ -288,27 +288,23 @@ RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::sp
   } else if (r.in_reply_chunk) {
     // An offer is a bounce buffer's, and read_reply kept the length within it.
     NFSRDMA_CHECK(r.reply_bytes <= bounce_->slot_bytes());
-    auto src = bounce_->slot(*p.reply_slot).first(r.reply_bytes);
-    joined.assign(src.begin(), src.end());
-    out.outcome = xdr::Parts{joined};
+    out.outcome = xdr::Parts{bounce_->slot(*p.reply_slot).first(r.reply_bytes)};
+    out.held = std::exchange(p.reply_slot, std::nullopt);
   } else {
-    std::span<const std::uint8_t> reply = bytes.subspan(r.inline_from);
-    if (r.write_bytes > 0 && p.write_slot) {
-      NFSRDMA_CHECK(r.write_bytes <= bounce_->slot_bytes());
-      auto data = bounce_->slot(*p.write_slot).first(r.write_bytes);
-      rpcrdma::join_reply(reply, data, joined);
-      reply = joined;
-      bounce_bytes_ += r.write_bytes;
-    }
-    // Placed in the caller's memory, the data is the reply's payload, and
-    // the inline part ends at its length word (read_reply kept the length
-    // within the offer, the offer within that memory).
+    // Data in the Write chunk is the reply's payload, and the inline part
+    // ends at its length word; read_reply kept the length within the offer,
+    // and the offer is within the caller's memory or a bounce buffer.
     std::span<const std::uint8_t> placed;
     if (!p.reply_placed.empty()) {
       NFSRDMA_CHECK(r.write_bytes <= p.reply_placed.size());
       placed = p.reply_placed.first(r.write_bytes);
+    } else if (r.write_bytes > 0 && p.write_slot) {
+      NFSRDMA_CHECK(r.write_bytes <= bounce_->slot_bytes());
+      placed = bounce_->slot(*p.write_slot).first(r.write_bytes);
+      out.held = std::exchange(p.write_slot, std::nullopt);
+      bounce_bytes_ += r.write_bytes;
     }
-    out.outcome = xdr::Parts{reply, placed, {}};
+    out.outcome = xdr::Parts{bytes.subspan(r.inline_from), placed, {}};
   }
   release_locked(p);
   return out;
@@ -317,13 +313,13 @@ RdmaClient::Settled RdmaClient::settle_locked(const rpcrdma::Decoded& d, std::sp
 void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
   auto bytes = recv_pool_->slot(slot).first(len);
   const rpcrdma::Decoded d = rpcrdma::decode_header(bytes);
-  std::vector<std::uint8_t> joined;  // the reply, when data came through a bounce buffer
   Settled settled;
   {
     std::lock_guard lk(mu_);
-    settled = settle_locked(d, bytes, joined);
+    settled = settle_locked(d, bytes);
   }
-  // The reply is in the receive buffer (or `joined`), reposted once the handler ran.
+  // The reply is in the receive buffer (and a bounce buffer), reposted (and
+  // given back) once the handler ran.
   if (settled.handler) settled.handler(std::move(settled.outcome));
   auto buf = recv_pool_->slot(slot);
   if (!stopping_) {
@@ -340,6 +336,7 @@ void RdmaClient::on_reply(std::size_t slot, std::size_t len) {
       --in_flight_;
       credits_in_use().add(-1);
     }
+    if (settled.held) bounce_->give(*settled.held);
     pump_locked(failed);
   }
   for (auto& [h, e] : failed) h(e);

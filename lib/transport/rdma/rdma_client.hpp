@@ -121,16 +121,16 @@ class RdmaClient final : public rpc::ClientTransport {
   void on_reply(std::size_t slot, std::size_t len);
   // What a reply means for its call: its handler, taken from pending_ (none
   // for an unknown xid), and the reply to give it (in `bytes`, split when its
-  // data was placed in the caller's memory, or rebuilt in `joined` from a
-  // bounce buffer) or the error. Its buffers go back, and the
-  // grant is taken. With mu_ held.
+  // data came in a Write chunk, or whole in a bounce buffer from a Reply
+  // chunk) or the error. Its buffers go back but the one the reply views,
+  // and the grant is taken. With mu_ held.
   struct Settled {
     bool found = false;  // it answers a call in flight, whose credit comes back
     rpc::ReplyHandler handler;
     Result<xdr::Parts> outcome = Error{};
+    std::optional<std::size_t> held;  // a bounce buffer of `outcome`'s, given back once the handler ran
   };
-  Settled settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes,
-                        std::vector<std::uint8_t>& joined);
+  Settled settle_locked(const rpcrdma::Decoded& d, std::span<const std::uint8_t> bytes);
   void fail_all(const Error& e);
   void release_locked(Pending& p);
   // Gives back the send buffers of every Send posted up to `slot`'s, whose
