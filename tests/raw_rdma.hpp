@@ -1,6 +1,7 @@
 // A hand-made RPC-over-RDMA peer, for the hostile tests and the stress abuser.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -103,7 +104,8 @@ inline std::vector<std::uint8_t> read_call(std::uint32_t xid, const nfs3::nfs_fh
 // A READ of `count` bytes from offset 0 whose data goes by `chunk`, and its
 // reply, which ends at the data's length word. `ok`: an RDMA_MSG returning
 // one Write chunk (`placed` bytes in it), the RPC header checked and every
-// word there.
+// word there. `nomsg`: the call goes as RDMA_NOMSG, its whole in a
+// position-zero Read chunk from the last 4 KiB of the exposed memory.
 struct ReducedRead {
   bool ok = false;
   std::uint64_t placed = 0;
@@ -113,11 +115,18 @@ struct ReducedRead {
   std::size_t left = 0;  // bytes after the length word
 };
 inline ReducedRead read_by(RawRdma& raw, const rpcrdma::WriteChunk& chunk, std::uint32_t xid, const nfs3::nfs_fh3& fh,
-                           std::uint32_t count) {
+                           std::uint32_t count, bool nomsg = false) {
   rpcrdma::Header h = call_header(xid);
   h.write_list.push_back(chunk);
-  std::vector<std::uint8_t> body;
-  const rpcrdma::Header r = raw.exchange(message(h, read_call(xid, fh, count)), &body);
+  std::vector<std::uint8_t> rpc_call = read_call(xid, fh, count), body;
+  if (nomsg) {
+    const std::size_t at = raw.exposed().size() - 4096;
+    std::copy(rpc_call.begin(), rpc_call.end(), raw.exposed().begin() + static_cast<std::ptrdiff_t>(at));
+    h.proc = rpcrdma::RDMA_NOMSG;
+    h.read_list.push_back({0, raw.segment(at, static_cast<std::uint32_t>(rpc_call.size()))});
+    rpc_call.clear();
+  }
+  const rpcrdma::Header r = raw.exchange(message(h, rpc_call), &body);
   ReducedRead out;
   if (r.proc != rpcrdma::RDMA_MSG || r.write_list.size() != 1) return out;
   out.placed = r.write_list[0].length();

@@ -259,6 +259,25 @@ TEST_F(OverRdma, AWriteChunkSmallerThanTheReadGetsAShortRead) {
   EXPECT_EQ(mem[1000], 0) << "written past the chunk";
 }
 
+// A READ sent as RDMA_NOMSG, the whole call in a position-zero Read chunk,
+// that also offers a Write chunk for its data (RFC 8166 allows both): the
+// data goes by the Write chunk, not into a reply too long to send inline.
+TEST_F(OverRdma, ANomsgReadGetsItsDataByItsWriteChunk) {
+  std::string data(16384, 'x');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('A' + i % 23);
+  nfs_fh3 fh = file_with("nomsg", data);
+  RawRdma raw(server_->rdma_port());
+  rpcrdma::WriteChunk into;
+  into.segments.push_back(raw.segment(0, 16384));
+  const ReducedRead reply = read_by(raw, into, 0xe17, fh, 16384, true);
+  ASSERT_TRUE(reply.ok);
+  EXPECT_EQ(reply.placed, 16384u);
+  ASSERT_EQ(reply.status, NFS3_OK);
+  EXPECT_EQ(reply.count, 16384u);
+  EXPECT_EQ(reply.left, 0u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(raw.exposed().data()), 16384), data);
+}
+
 // Chunk lists that loop back or point nowhere sensible: Read segments whose
 // positions go backwards, two Read chunks, a Read chunk placed past the end of
 // the inline message, and Write and Reply segments that wrap the address

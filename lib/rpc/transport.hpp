@@ -37,8 +37,9 @@ struct OutgoingCall {
   std::uint32_t reply_payload_max = 0;
   // Where the caller wants the reply's DDP-eligible data. A transport that can
   // place it there directly (RDMA into registered memory) does, and hands the
-  // reply over split: its payload is what was placed there. Otherwise the
-  // reply comes whole.
+  // reply over split: its payload is what was placed there. A reply may come
+  // split with its payload elsewhere too (RDMA, a bounce buffer), or whole:
+  // the payload's address says which.
   std::span<std::uint8_t> reply_payload;
 };
 

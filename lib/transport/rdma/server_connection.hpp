@@ -205,6 +205,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   State take_call(Request& r);     // received: where the call's bytes go first
   State start_pull(Request& r);    // pull_buffer: the Read chunk's RDMA Reads
   State rebuild_call(Request& r);  // pulled
+  State lend_area(Request& r);     // the call is whole: ready, or area_buffer first
   void dispatch(Request& r);       // executing: to the handler, which replies
   State place_reply(Request& r);   // replied
   State finish_reply(Request& r);  // data_placed

@@ -152,9 +152,14 @@ State ServerConnection::take_call(Request& r) {
   auto bytes = recv_pool_->slot(r.recv_slot).subspan(r.header_bytes, r.recv_len - r.header_bytes);
   r.message.assign(bytes.begin(), bytes.end());
   repost_recv(r);
-  if (r.hdr.write_list.empty()) return State::ready;
-  // A Write chunk is offered: lend a payload buffer first, so READ data is
-  // read straight into registered memory (rpc::ReplyMessage::area).
+  return lend_area(r);
+}
+
+// The call is whole. Where a Write chunk is offered and the payload buffer
+// holds no Read chunk's data, a payload buffer is lent first, so READ data is
+// read straight into registered memory (rpc::IncomingCall::reply_area).
+State ServerConnection::lend_area(Request& r) {
+  if (r.hdr.write_list.empty() || r.placed_at) return State::ready;
   r.want = r.hdr.write_list[0].length();
   return State::area_buffer;
 }
@@ -191,7 +196,7 @@ State ServerConnection::rebuild_call(Request& r) {
     r.placed_at = pos;
   }
   repost_recv(r);
-  return State::ready;
+  return lend_area(r);  // a position-zero call's buffer is free again
 }
 
 void ServerConnection::dispatch(Request& r) {
