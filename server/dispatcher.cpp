@@ -51,7 +51,7 @@ const char* proc_name(const Program& p, std::uint32_t proc) {
 
 constexpr const char* kClientHelp = "Calls answered, by client address (the first 256 addresses; the rest as other)";
 constexpr const char* kInlineHelp =
-    "Calls tried on the thread that received them (an RPC-RDMA progress thread, a TCP event loop), by kind (read: "
+    "Calls tried on the thread that received them (the connection's event loop), by kind (read: "
     "NULL, GETATTR, ACCESS, LOOKUP, READ; write; change: SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, "
     "RENAME, LINK): run there, or passed to a worker";
 

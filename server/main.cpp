@@ -65,15 +65,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   double poll_us = 50;
   app.add_option("--poll-us", poll_us,
-                 "Microseconds an RPC-RDMA progress thread polls after its last activity before it sleeps, "
+                 "Microseconds an event loop polls its RPC-RDMA connections after its last activity before it sleeps, "
                  "while the server has at most one call in flight; 0: never poll")
       ->capture_default_str()->check(CLI::Range(0.0, 10000.0));
-  app.add_option("--rdma-threads", cfg.rdma_options.progress_threads,
-                 "RPC-RDMA progress threads, each serving a share of the connections; 0: one per core")
+  app.add_option("--loops", cfg.loops,
+                 "Event-loop threads, each serving a share of the TCP and RPC-RDMA connections; 0: one per core")
       ->capture_default_str()->check(CLI::Range(0u, 256u));
-  app.add_option("--tcp-threads", cfg.tcp_threads,
-                 "TCP event-loop threads, each serving a share of the connections; 0: one per core")
-      ->capture_default_str()->check(CLI::Range(0u, 256u));
+  // Before both transports shared the loops, each had its own count.
+  for (const char* old : {"--tcp-threads", "--rdma-threads"}) {
+    app.add_option_function<unsigned>(old, [old](unsigned) {
+         throw CLI::ValidationError(old, "replaced by --loops: both transports share the event loops now");
+       })->group("");
+  }
   app.add_option("--rdma-send-queue", cfg.rdma_options.send_queue_depth,
                  "Entries of each RPC-RDMA connection's send queue; 0: the provider's (a full queue is a wait)")
       ->capture_default_str()->check(CLI::Range(0, 65536));

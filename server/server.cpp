@@ -3,7 +3,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include "lib/base/log.hpp"
 #include "lib/nfs3/nsm1.hpp"
@@ -17,9 +20,18 @@ Server::Server(const ServerConfig& config, const SipKey& key) : config_(config),
   drc_.charge_to(budget_.get());
 }
 
-// ORDER: the pool first: a call a loop handed out as intake stopped may
-// still wait in it, and runs now, while its connection and channel exist.
-Server::~Server() { pool_.reset(); }
+// After shutdown(), or when start() failed half way: shutdown()'s order.
+// ORDER: the pool before the TCP connections' end: a call a loop handed out
+// as intake stopped may still wait in it, and runs now, while its
+// connection and channel exist. The loops end before the transports go.
+Server::~Server() {
+  if (tcp_) tcp_->stop_intake();
+  if (rdma_) rdma_->stop();
+  pool_.reset();
+  if (tcp_) tcp_->stop();
+  for (auto& l : loops_) l->stop();
+  for (auto& l : loops_) l->join();
+}
 
 Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   auto key = load_or_create_key(config.state_dir);
@@ -53,17 +65,23 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
   s->pool_ = std::make_unique<ThreadPool<rpc::IncomingCall>>(config.threads,
                                                               [d](rpc::IncomingCall&& call) { d->handle(std::move(call)); });
 
+  // Both transports' connections share these loops, one per core.
+  const unsigned loops = config.loops ? config.loops : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < loops; ++i) {
+    s->loops_.push_back(std::make_shared<EventLoop>("loop-" + std::to_string(i)));
+    s->loops_.back()->start();
+  }
+
   tcp::TcpServerOptions topts;
   topts.admission = config.admission;
-  topts.loops = config.tcp_threads;
+  topts.event_loops = s->loops_;
   topts.budget = s->budget_.get();
   topts.max_record_bytes = std::max(config.limits.rtmax, config.limits.wtmax) + 64 * 1024;
   topts.reply_bound = [d, max = topts.max_record_bytes](std::span<const std::uint8_t> call) {
     return d->reply_bound(call, max);
   };
   // Over both transports, calls that cannot block run to completion on the
-  // thread that received them (an RPC-RDMA progress loop, a TCP event
-  // loop), without the hand-off to a worker and back; the rest go to the
+  // thread that received them (the connection's event loop), without the hand-off to a worker and back; the rest go to the
   // workers.
   auto dispatch = [d, pool = s->pool_.get()](rpc::IncomingCall&& call) {
     if (d->handle_inline(call)) return;
@@ -100,6 +118,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
     if (ro.host.empty()) ro.host = config.bind_address;
     ro.admission = config.admission;
     ro.budget = s->budget_.get();
+    ro.event_loops = s->loops_;
     // Larger transfers take fewer payload buffers of the same bytes in all
     // (16 of 4 MiB where 64 of 1 MiB), so --rtmax 4M does not pin four times
     // the memory; smaller ones keep the count.
@@ -175,7 +194,10 @@ void Server::log_exports() const {
   }
 }
 
-void Server::run() { tcp_->run(); }
+void Server::run() {
+  tcp_->serve();
+  for (auto& l : loops_) l->join();
+}
 
 void Server::shutdown() {
   spdlog::info("shutting down: finishing calls in flight");
@@ -183,6 +205,7 @@ void Server::shutdown() {
   if (rdma_) rdma_->stop();
   pool_->drain();
   tcp_->stop();
+  for (auto& l : loops_) l->stop();  // each ends once both transports' parts are finished
   if (!registered_.empty()) register_with_rpcbind(registered_, false);
 }
 

@@ -22,7 +22,7 @@ struct ServerConfig {
   std::uint16_t portmap_port = portmap2::kPort;
   bool register_rpcbind = true;
   std::size_t threads = 8;
-  unsigned tcp_threads = 0;  // TCP event loops; 0: one per core
+  unsigned loops = 0;  // event loops (threads loop-N) both transports share; 0: one per core
   rpc::AdmissionLimits admission;  // per transport
   // The memory budget over what clients make the server hold (rpc::MemoryBudget);
   // 0: MemoryBudget::default_limit(), and a quarter of it per client address.
@@ -75,6 +75,7 @@ class Server {
   DuplicateRequestCache drc_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<ThreadPool<rpc::IncomingCall>> pool_;
+  std::vector<std::shared_ptr<EventLoop>> loops_;  // running from start() until run() ends
   std::unique_ptr<tcp::TcpServer> tcp_;
   std::unique_ptr<rdma::RdmaServer> rdma_;
   std::vector<portmap2::mapping> registered_;

@@ -3,6 +3,7 @@
 // memory that moves without copies. Hostile peers: rdma_hostile_test.cpp.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -316,15 +317,19 @@ TEST_F(OverRdmaCountingPolls, TheServerPollsOnlyForCallsThatComeCloseTogether) {
 
 class OverRdmaOneLoop : public OverRdma {
  protected:
-  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--rdma-threads", "1"}; }
+  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--loops", "1"}; }
 };
 
-// Connections share the progress threads: twelve clients calling at once, one
-// of them flooding the server with pipelined calls, all get their replies
-// from the one progress thread, and no connection brings a thread of its own.
-TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
-  const auto before = thread_names(server_->pid(), "rdma-loop-", 1);
-  EXPECT_EQ(before.count("rdma-loop-0"), 1u);
+// Connections share the event loops: twelve clients calling at once, one of
+// them flooding the server with pipelined calls, all get their replies from
+// the one loop, which also serves TCP, and no connection brings a thread of
+// its own.
+TEST_F(OverRdmaOneLoop, ConnectionsShareTheEventLoops) {
+  const auto before = thread_names(server_->pid(), "loop-", 1);
+  EXPECT_EQ(before.count("loop-0"), 1u);
+  for (const auto& name : before) {
+    EXPECT_FALSE(name.starts_with("tcp-loop") || name.starts_with("rdma-loop")) << name << ": a loop for one transport";
+  }
   std::vector<std::unique_ptr<rdma::RdmaClient>> clients;
   for (int i = 0; i < 12; ++i) {
     rdma::RdmaClientOptions o;
@@ -376,6 +381,51 @@ TEST_F(OverRdmaOneLoop, ConnectionsShareTheProgressThreads) {
   EXPECT_GT(flood_replies.load(), 0);
   EXPECT_EQ(during, before) << "threads while 13 connections were open";
   for (auto& c : clients) c->shutdown();
+}
+
+class OverRdmaTwoLoops : public OverRdma {
+ protected:
+  std::vector<std::string> server_args() const override { return {"--rdma-timeout", "1", "--loops", "2"}; }
+};
+
+// The event loop each connection was given, in the order the server logged
+// them: "tcp" or "rdma", and the loop's index.
+std::vector<std::pair<std::string, int>> loops_given(const std::string& log) {
+  static const std::regex given(R"((tcp|rdma): connection from \S+ on event loop (\d+))");
+  std::vector<std::pair<std::string, int>> out;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), given); it != std::sregex_iterator(); ++it) {
+    out.emplace_back((*it)[1], std::stoi((*it)[2]));
+  }
+  return out;
+}
+
+// The two transports share the loops, and so their count of connections: a
+// TCP connection made while one RPC-RDMA connection is open goes to the other
+// loop, not to the loop with the fewest TCP connections, which would be the
+// busy one (each transport counting its own put both first connections on
+// loop 0, and the other loop idled).
+TEST_F(OverRdmaTwoLoops, ANewConnectionGoesToTheLoopWithTheFewestOfEitherTransport) {
+  int rdma_loop = -1;
+  for (int i = 0; i < 500 && rdma_loop < 0; ++i) {
+    for (const auto& [transport, loop] : loops_given(server_->log())) {
+      if (transport == "rdma") rdma_loop = loop;
+    }
+    if (rdma_loop < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(rdma_loop, 0) << "the RPC-RDMA connection's loop is not in the log";
+  // The fixture's TCP connection (MOUNT, at set-up) has closed by now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::size_t before = loops_given(server_->log()).size();
+  Fd fd = connect_raw(test_server_host(), server_->nfs_port(), {.source = test_client_host()});
+  ASSERT_TRUE(fd.valid());
+  const auto call = record(make_call(7, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
+  ASSERT_EQ(::write(fd.get(), call.data(), call.size()), static_cast<ssize_t>(call.size()));
+  char reply[256];
+  ASSERT_GT(::read(fd.get(), reply, sizeof reply), 0) << "no answer to a NULL over TCP";
+  const auto given = loops_given(server_->log());
+  ASSERT_GT(given.size(), before);
+  EXPECT_EQ(given.back().first, "tcp");
+  EXPECT_NE(given.back().second, rdma_loop) << "the TCP connection went to the RPC-RDMA connection's loop";
 }
 
 // A send queue of 4 entries, on purpose: 16 READs and 16 WRITEs of 256 KiB

@@ -421,7 +421,7 @@ TEST_F(ServerProcs, GracefulShutdownExitsCleanly) {
 }
 
 // Over TCP as over RDMA, calls that cannot block run on the thread that
-// received them (an event loop, --tcp-threads of them), not on a worker:
+// received them (an event loop, --loops of them), not on a worker:
 // NULLs and the GETATTRs and READs of a file the server keeps open are
 // counted as run inline.
 TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
@@ -429,9 +429,9 @@ TEST(ServerProcsOverTcp, CallsThatCannotBlockRunOnTheEventLoop) {
   TempDir dir;
   const std::uint16_t metrics_port = free_port();
   ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash)"},
-                       {"--no-rdma", "--tcp-threads", "3", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
-  const auto threads = thread_names(server.pid(), "tcp-loop-", 3);
-  EXPECT_EQ(threads.count("tcp-loop-0") + threads.count("tcp-loop-1") + threads.count("tcp-loop-2"), 3u);
+                       {"--no-rdma", "--loops", "3", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+  const auto threads = thread_names(server.pid(), "loop-", 3);
+  EXPECT_EQ(threads.count("loop-0") + threads.count("loop-1") + threads.count("loop-2"), 3u);
   Client client(server);
   const nfs_fh3 root = client.mount_root(dir.path());
   const nfs_fh3 f = client.create(root, "data");
@@ -461,7 +461,7 @@ TEST(ServerProcsOverTcp, AWriteThatWasPreemptedSendsNoWritesToWorkers) {
   TempDir dir;
   const std::uint16_t metrics_port = free_port();
   ServerProcess server({dir.path() + " 127.0.0.1(rw,no_root_squash,async)"},
-                       {"--no-rdma", "--tcp-threads", "1", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
+                       {"--no-rdma", "--loops", "1", "--metrics", "127.0.0.1:" + std::to_string(metrics_port)});
   cpu_set_t first{}, rest{};
   CPU_SET(0, &first);
   for (unsigned c = 1; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &rest);

@@ -1,15 +1,17 @@
-// How other threads hand work to an event loop's thread, and wake it: a
-// connection to take over, one to close or to look at again. One type for
-// the TCP event loops and the RDMA progress loops. The loop waits in epoll
-// with fd() in its set; post() and wake() write that eventfd only while the
-// loop sleeps or is about to, so a busy loop costs its posters a mutex and
-// no syscall.
+// How other threads hand work to an event loop's thread (event_loop.hpp),
+// and wake it: LoopWaker is the loop's one eventfd and its "sleeping" flag;
+// each LoopInbox<T> is a queue of one kind of work (a connection to take
+// over, close or look at again) that wakes the loop through it. The loop
+// waits in epoll with the waker's fd() in its set; post() and wake() write
+// that eventfd only while the loop sleeps or is about to, so a busy loop
+// costs its posters a mutex and no syscall.
 //
-// ORDER: the loop stores `sleeping_`, then reads `has_` (sleep_begin) and
-// whatever else it waits for; a poster stores `has_` (or its own work),
-// then reads `sleeping_` (wake). Both are sequentially consistent, so work
-// handed over meanwhile is either seen before the loop sleeps or wakes it.
-// A flag the loop reads only before sleep_begin (stopping) needs wake_now().
+// ORDER: the loop stores `sleeping_` (sleep_begin), then reads each inbox's
+// `has_` and whatever else it waits for; a poster stores `has_` (or its own
+// work), then reads `sleeping_` (wake). Both are sequentially consistent, so
+// work handed over meanwhile is either seen before the loop sleeps or wakes
+// it. A flag the loop reads only before sleep_begin (stopping) needs
+// wake_now().
 #pragma once
 
 #include <sys/eventfd.h>
@@ -26,25 +28,16 @@
 
 namespace nfsrdma {
 
-template <class T>
-class LoopInbox {
+class LoopWaker {
  public:
-  LoopInbox() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) { NFSRDMA_CHECK(fd_.valid()); }
-  LoopInbox(const LoopInbox&) = delete;
-  LoopInbox& operator=(const LoopInbox&) = delete;
+  LoopWaker() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) { NFSRDMA_CHECK(fd_.valid()); }
+  LoopWaker(const LoopWaker&) = delete;
+  LoopWaker& operator=(const LoopWaker&) = delete;
 
   // For the loop's epoll set: readable once woken; the loop then calls woke().
   int fd() const { return fd_.get(); }
 
   // ---- any thread ----
-  void post(T item) {
-    {
-      std::lock_guard lk(mu_);
-      items_.push_back(std::move(item));
-      has_.store(true);
-    }
-    wake();
-  }
   // The loop looks at its work again, if it sleeps: for work it checks after
   // sleep_begin (posts; the RDMA connections' own inboxes).
   void wake() {
@@ -57,6 +50,41 @@ class LoopInbox {
   }
 
   // ---- the loop's thread ----
+  // Before the loop looks at its work a last time and waits: from here on
+  // wake() writes fd().
+  void sleep_begin() { sleeping_.store(true); }
+  // After the wait, or when the last look found work.
+  void sleep_end() { sleeping_.store(false, std::memory_order_relaxed); }
+  // epoll reported fd(): reads it, so the next wait blocks.
+  void woke() {
+    std::uint64_t count = 0;
+    [[maybe_unused]] auto n = ::read(fd_.get(), &count, sizeof count);
+  }
+
+ private:
+  Fd fd_;
+  std::atomic<bool> sleeping_{false};
+};
+
+template <class T>
+class LoopInbox {
+ public:
+  explicit LoopInbox(LoopWaker& waker) : waker_(waker) {}
+  LoopInbox(const LoopInbox&) = delete;
+  LoopInbox& operator=(const LoopInbox&) = delete;
+
+  // Any thread.
+  void post(T item) {
+    {
+      std::lock_guard lk(mu_);
+      items_.push_back(std::move(item));
+      has_.store(true);
+    }
+    waker_.wake();
+  }
+
+  // ---- the loop's thread ----
+  // Sequentially consistent: after sleep_begin, the last look before a wait.
   bool empty() const { return !has_.load(); }
   // What was posted, in order, into `out` (emptied first; the two vectors
   // trade their room, so a loop that keeps `out` allocates nothing).
@@ -67,30 +95,12 @@ class LoopInbox {
     out.swap(items_);
     has_.store(false, std::memory_order_relaxed);
   }
-  // Before the loop waits: from here on post() and wake() write fd(). False,
-  // not sleeping, when something was posted already: the loop should not wait.
-  bool sleep_begin() {
-    sleeping_.store(true);
-    if (has_.load()) {
-      sleeping_.store(false, std::memory_order_relaxed);
-      return false;
-    }
-    return true;
-  }
-  // After the wait, or when the loop decided not to wait after all.
-  void sleep_end() { sleeping_.store(false, std::memory_order_relaxed); }
-  // epoll reported fd(): reads it, so the next wait blocks.
-  void woke() {
-    std::uint64_t count = 0;
-    [[maybe_unused]] auto n = ::read(fd_.get(), &count, sizeof count);
-  }
 
  private:
-  Fd fd_;
+  LoopWaker& waker_;
   std::mutex mu_;  // guards items_
   std::vector<T> items_;
   std::atomic<bool> has_{false};
-  std::atomic<bool> sleeping_{false};
 };
 
 }  // namespace nfsrdma

@@ -1,5 +1,5 @@
-// Whether a progress loop polls through an idle spell (progress_loop.cpp),
-// as a rule with no clock and no threads, so that a test can drive it.
+// Whether an event loop polls its RPC-RDMA connections through an idle
+// spell (progress_loop.cpp), as a rule with no clock and no threads, so that a test can drive it.
 //
 // Polling pays only when the next call comes while the loop polls; when it
 // comes later the poller only took a core from the threads making that call

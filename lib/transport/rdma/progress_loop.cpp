@@ -1,13 +1,10 @@
 #include "lib/transport/rdma/progress_loop.hpp"
 
-#include <pthread.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <string>
 #include <utility>
 
 #include "lib/base/clock.hpp"
@@ -22,7 +19,7 @@ constexpr std::int64_t kTimersNs = 200'000'000;  // every connection's timers, a
 constexpr int kSleepMs = 200;
 
 constexpr const char* kPollsHelp =
-    "Idle spells with no call in progress that a progress thread polled through, by how they ended";
+    "Idle spells with no call in progress that an event loop polled through its RPC-RDMA connections, by how they ended";
 metrics::Counter& polls(bool found_work) {
   static metrics::Counter& work = metrics::registry().counter(
       "nfsrdma_server_rdma_polls_total", kPollsHelp, {{"result", "work"}});
@@ -32,89 +29,64 @@ metrics::Counter& polls(bool found_work) {
 }
 }  // namespace
 
-ProgressLoop::ProgressLoop(RdmaServer& server, int index) : server_(server), index_(index) {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) {
-    spdlog::critical("rdma: cannot make a progress loop: {}", std::strerror(errno));
-    std::abort();
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the inbox; a connection's descriptor carries the connection
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, inbox_.fd(), &ev) != 0) {
-    spdlog::critical("rdma: cannot make a progress loop: {}", std::strerror(errno));
-    std::abort();
-  }
-}
-
-ProgressLoop::~ProgressLoop() {
-  join();
-  close(epoll_fd_);
-}
-
-void ProgressLoop::start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), ("rdma-loop-" + std::to_string(index_)).c_str());  // for top -H, and tests
-    run();
-  });
-}
-
-void ProgressLoop::join() {
-  if (!thread_.joinable()) return;
-  inbox_.wake_now();  // the server is stopping: a flag read before sleep_begin
-  thread_.join();
+ProgressLoop::ProgressLoop(RdmaServer& server, std::shared_ptr<EventLoop> loop, int index)
+    : server_(server), loop_(std::move(loop)), index_(index) {
+  loop_->attach(*this);
 }
 
 void ProgressLoop::add(std::shared_ptr<ServerConnection> conn) {
   conn->loop_ = shared_from_this();
-  load_.fetch_add(1, std::memory_order_relaxed);
+  loop_->add_load(1);
   inbox_.post(std::move(conn));
 }
 
-void ProgressLoop::wake() { inbox_.wake(); }
+void ProgressLoop::wake() { loop_->waker().wake(); }
 
 void ProgressLoop::take_added() {
   inbox_.take(added_);
   for (auto& c : added_) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = c.get();
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->ep_->wait_fd(), &ev) != 0) {
+    if (!loop_->watch(*this, c->ep_->wait_fd(), EPOLLIN, reinterpret_cast<std::uintptr_t>(c.get()))) {
       spdlog::warn("rdma: cannot wait for the connection from {}: {}", c->peer().describe(), std::strerror(errno));
       c->close();
     }
-    spdlog::debug("rdma: connection from {} on progress loop {}", c->peer().describe(), index_);
+    spdlog::debug("rdma: connection from {} on event loop {}", c->peer().describe(), index_);
     c->hot_ = true;  // the client may have sent already
     conns_.push_back(std::move(c));
   }
 }
 
-void ProgressLoop::run() {
-  std::int64_t busy_ns = 0, timers_ns = 0;
-  bool idle = false;  // no connection had work since busy_ns
-  for (;;) {
-    take_added();
-    const bool stopping = server_.stopping_.load();
-    const std::int64_t now = steady_ns();
-    const bool timers_due = stopping || now - timers_ns >= kTimersNs;
-    if (timers_due) timers_ns = now;
-    const bool hot = turn_all(timers_due);
-    if (stopping && conns_.empty() && inbox_.empty()) break;
-    if (hot) {
-      if (polls_) stop_polling(true);
-      idle = false;
-      busy_ns = steady_ns();
-      continue;
-    }
-    if (!idle) spell();
-    idle = true;
-    if (polling(busy_ns)) {
-      for (auto& c : conns_) c->hot_ = true;
-      continue;
-    }
-    sleep();
+bool ProgressLoop::turn(std::int64_t now) {
+  take_added();
+  const bool stopping = server_.stopping_.load();
+  const bool timers_due = stopping || now - timers_ns_ >= kTimersNs;
+  if (timers_due) timers_ns_ = now;
+  const bool hot = turn_all(timers_due);
+  if (hot) {
+    if (polls_) stop_polling(true);
+    idle_ = false;
+    busy_ns_ = steady_ns();
   }
-  if (polls_) server_.pollers_.fetch_sub(1);
+  if (stopping && !drained_ && conns_.empty() && inbox_.empty()) {
+    if (polls_) stop_polling(false);
+    drained_ = true;
+  }
+  return hot;
+}
+
+void ProgressLoop::on_event(std::uint64_t conn, std::uint32_t) {
+  reinterpret_cast<ServerConnection*>(static_cast<std::uintptr_t>(conn))->hot_ = true;
+}
+
+int ProgressLoop::sleep_ms() const { return kSleepMs; }
+
+void ProgressLoop::retired() { server_.part_drained(); }
+
+bool ProgressLoop::poll_idle() {
+  if (!idle_) spell();
+  idle_ = true;
+  if (!polling(busy_ns_)) return false;
+  for (auto& c : conns_) c->hot_ = true;
+  return true;
 }
 
 bool ProgressLoop::turn_all(bool timers_due) {
@@ -130,22 +102,21 @@ bool ProgressLoop::turn_all(bool timers_due) {
       ++i;
       continue;
     }
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.ep_->wait_fd(), nullptr);
+    loop_->unwatch(c.ep_->wait_fd());
     c.finish();
     std::swap(conns_[i], conns_.back());
     conns_.pop_back();
-    load_.fetch_sub(1, std::memory_order_relaxed);
+    loop_->add_load(-1);
   }
   return hot;
 }
 
-// ORDER: after inbox_.sleep_begin(), every connection's inbox read;
-// ServerConnection::post() pushes, then wakes the loop through inbox_ (see
-// LoopInbox): a request posted meanwhile is either seen here or wakes it.
-// The inbox reads are relaxed, so sleep() puts a seq_cst fence between
-// sleep_begin's store and them (else a weakly ordered CPU may read first,
-// and a worker's reply waits out kSleepMs).
+// ORDER: the loop calls this after its waker's sleep_begin(), behind a
+// seq_cst fence; ServerConnection::post() pushes, then wakes the loop
+// through the waker (see LoopInbox): a request posted meanwhile is either
+// seen here or wakes it.
 bool ProgressLoop::arm() {
+  if (!inbox_.empty()) return false;  // a connection added
   for (auto& c : conns_) {
     if (c->has_inbox() || c->ended()) return false;
     if (c->armed_) continue;
@@ -156,25 +127,6 @@ bool ProgressLoop::arm() {
     c->armed_ = true;
   }
   return true;
-}
-
-void ProgressLoop::sleep() {
-  if (!inbox_.sleep_begin()) return;  // a connection added
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!arm()) {
-    inbox_.sleep_end();
-    return;
-  }
-  epoll_event ev[64];
-  const int n = epoll_wait(epoll_fd_, ev, 64, kSleepMs);
-  inbox_.sleep_end();
-  for (int i = 0; i < n; ++i) {
-    if (ev[i].data.ptr) {
-      static_cast<ServerConnection*>(ev[i].data.ptr)->hot_ = true;
-    } else {
-      inbox_.woke();
-    }
-  }
 }
 
 // Waking a sleeping thread costs about what a call takes at queue depth 1, so

@@ -30,12 +30,16 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
     s->own_budget_ = std::make_unique<rpc::MemoryBudget>(limit, limit);
     s->budget_ = s->own_budget_.get();
   }
-  const unsigned loops = options.progress_threads ? options.progress_threads
-                                                  : std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < loops; ++i) {
-    s->loops_.push_back(std::make_shared<ProgressLoop>(*s, static_cast<int>(i)));
-    s->loops_.back()->start();
+  std::vector<std::shared_ptr<EventLoop>> on = options.event_loops;
+  if (on.empty()) {
+    const unsigned n = options.loops ? options.loops : std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i) on.push_back(std::make_shared<EventLoop>("rdma-loop-" + std::to_string(i)));
+    s->own_loops_ = on;
   }
+  for (std::size_t i = 0; i < on.size(); ++i) {
+    s->loops_.push_back(std::make_shared<ProgressLoop>(*s, on[i], static_cast<int>(i)));
+  }
+  for (auto& loop : s->own_loops_) loop->start();
   s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
   return s;
 }
@@ -65,10 +69,22 @@ void RdmaServer::stop() {
   if (stopping_.exchange(true)) return;
   if (listener_) listener_->wake();
   if (acceptor_.joinable()) acceptor_.join();
-  // Each loop drains its connections, then ends.
-  for (auto& l : loops_) l->join();
+  // Each part drains its connections, then says so; loops of its own end then.
+  for (auto& l : loops_) l->wake_now();
+  {
+    std::unique_lock lk(drain_mu_);
+    drained_cv_.wait(lk, [&] { return parts_drained_ == loops_.size(); });
+  }
+  for (auto& l : own_loops_) l->stop();
+  for (auto& l : own_loops_) l->join();
   std::lock_guard lk(mu_);
   connections_.clear();
+}
+
+void RdmaServer::part_drained() {
+  std::lock_guard lk(drain_mu_);
+  ++parts_drained_;
+  drained_cv_.notify_all();
 }
 
 std::size_t RdmaServer::connection_count() {

@@ -8,14 +8,15 @@
 // Theory of operation, per call (one Request per credit granted, and a few
 // more; a connection's grant starts at 8 and doubles with use to `credits`):
 //   received -> [pulling: RDMA Reads of the Read chunk] -> executing (in the
-//   handler: on the progress thread, or a worker it hands the call to) ->
-//   [pushing: RDMA Writes into the Write or Reply chunk] -> sent. One function
-//   on the connection's progress thread moves a request on
+//   handler: on the connection's event loop, or a worker it hands the call
+//   to) -> [pushing: RDMA Writes into the Write or Reply chunk] -> sent. One
+//   function on the connection's event loop moves a request on
 //   (ServerConnection::advance, states in server_connection.hpp); a worker's
 //   reply and a payload buffer given back by another thread return to it
 //   through a lock-free inbox, so only that thread touches the connection's
-//   endpoint, queues and requests. A progress thread serves a group of
-//   connections (ProgressLoop, one per core). A call whose data
+//   endpoint, queues and requests. Each of the server's event loops (one per
+//   core, shared with TCP) serves a group of connections through the
+//   server's part of it (ProgressLoop). A call whose data
 //   fits small_payload_bytes uses its request's own registered buffer; a
 //   larger one leases a buffer from the device's pool, and running out of
 //   those is a wait (PayloadPool), not an error, as is a full send queue
@@ -38,6 +39,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <list>
 #include <map>
 #include <memory>
@@ -46,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/base/event_loop.hpp"
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
@@ -67,12 +70,15 @@ struct RdmaServerOptions {
   std::size_t small_payload_bytes = 8 * 1024;
   rpc::AdmissionLimits admission;
   std::chrono::milliseconds rma_timeout{10000};  // an RMA the peer never serves closes its connection
-  // While the server has at most one call in flight, a progress loop polls
+  // While the server has at most one call in flight, an event loop polls
   // its connections this long after its last activity before it sleeps;
   // zero: always sleep.
   std::chrono::microseconds poll_time{50};
-  // Progress loops (threads), each moving a share of the connections; 0: one per core.
-  unsigned progress_threads = 0;
+  // The event loops to run on (started and stopped by their owner, shared
+  // with TCP); empty: the server makes and runs `loops` of its own (0: one
+  // per core, threads rdma-loop-N).
+  std::vector<std::shared_ptr<EventLoop>> event_loops;
+  unsigned loops = 0;
   // Entries of each connection's send queue; 0: the provider's (1024 asked).
   std::size_t send_queue_depth = 0;
   // What connections and payload pools are charged to; null: a budget of
@@ -104,6 +110,7 @@ class RdmaServer {
   RdmaServer() = default;
   void accept_loop();
   void reap();
+  void part_drained();  // a ProgressLoop's connections are all drained (stopping)
   void close_connections(const std::vector<std::uint64_t>& tickets);
   // The domain of the device a request arrived on, and that device's payload
   // buffers (made with the first connection on it); acceptor thread only.
@@ -122,7 +129,11 @@ class RdmaServer {
   std::map<const fabric::Domain*, std::unique_ptr<PayloadPool>> payloads_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> pollers_{0};  // loops polling now (ProgressLoop::polling)
-  std::vector<std::shared_ptr<ProgressLoop>> loops_;
+  std::vector<std::shared_ptr<EventLoop>> own_loops_;
+  std::vector<std::shared_ptr<ProgressLoop>> loops_;  // this server's part of each loop
+  std::mutex drain_mu_;
+  std::condition_variable drained_cv_;
+  std::size_t parts_drained_ = 0;  // guarded by drain_mu_
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
   std::list<std::shared_ptr<ServerConnection>> connections_;

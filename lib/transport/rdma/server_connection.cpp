@@ -272,7 +272,7 @@ void ServerConnection::post(Request& r) {
   do {
     r.next_in_inbox = head;
   } while (!inbox_.compare_exchange_weak(head, &r, std::memory_order_seq_cst, std::memory_order_relaxed));
-  // ORDER: pushed, then exited_ read; the progress thread sets exited_, then
+  // ORDER: pushed, then exited_ read; the event loop sets exited_, then
   // empties the inbox (settle): one of the two finds the request.
   if (exited_.load()) return settle();
   // Only a loop about to sleep needs waking (wake() looks); onto a
@@ -390,7 +390,7 @@ void ServerConnection::give_back(Request& r) {
   if (auto slot = std::exchange(r.payload_slot, std::nullopt)) payload_->give(payload_account_, *slot);
 }
 
-// The progress thread's last act. A request the handler has, or one whose
+// The event loop's last act for the connection. A request the handler has, or one whose
 // buffer a give() already handed it, ends when it comes back (post, then
 // settle); one whose lease still waited is dropped with the lease and goes
 // with the connection, holding nothing shared.

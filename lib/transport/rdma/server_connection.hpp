@@ -1,6 +1,6 @@
 // One RPC-over-RDMA connection of RdmaServer (rdma_server.hpp has the theory
 // of operation): its endpoint, posted receives, send buffers and requests,
-// moved on by the progress loop it belongs to (progress_loop.hpp). Internal to
+// moved on by the event loop it belongs to (progress_loop.hpp). Internal to
 // lib/transport/rdma.
 #pragma once
 
@@ -49,7 +49,7 @@ struct SlotCtx : Ctx {
 };
 
 // A request's life (ServerConnection::advance moves it on). Every state
-// but `executing` belongs to the connection's progress thread; `executing`
+// but `executing` belongs to the connection's event loop; `executing`
 // belongs to the handler, which gives the request back through the inbox
 // (or, run inline, by returning). Waits are states: for a payload buffer
 // (the *_buffer states), for room in the send queue (posting, send_queued:
@@ -158,7 +158,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   bool admit_memory();
   // Registers the first credits' buffers, posts their receives, accepts.
   Result<void> setup(const fabric::ConnectRequest& req);
-  // Thread-safe: its progress loop ends it.
+  // Thread-safe: its event loop ends it.
   void close() {
     closing_ = true;
     if (loop_) loop_->wake();
@@ -191,7 +191,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   // Moves `r` on until it waits (see State) or ends. Progress thread only.
   void advance(Request& r);
   // Every change of a request's state, recorded in trace_ by its one writer,
-  // the progress thread: once that has left (exited_), requests that end in
+  // the event loop: once that has left (exited_), requests that end in
   // settle() on other threads are not recorded.
   void to(Request& r, State s) {
     if (!exited_.load(std::memory_order_relaxed)) {
@@ -250,7 +250,7 @@ class ServerConnection final : public std::enable_shared_from_this<ServerConnect
   void broken(Request& r, const char* why);  // the connection closes; the request stays
 
   // The inbox: requests handed back from other threads (a worker's reply, a
-  // payload buffer leased), a lock-free stack the progress thread empties
+  // payload buffer leased), a lock-free stack the event loop empties
   // whole. A request is in it at most once: it waits for one thing at a time.
   void post(Request& r);
   bool take_inbox();  // false: it was empty

@@ -1,5 +1,5 @@
 // A request of ServerConnection, moved on by one function (advance) through
-// the states of server_connection.hpp, on the connection's progress thread.
+// the states of server_connection.hpp, on the connection's event loop.
 #include <chrono>
 #include <cstring>
 #include <utility>

@@ -2,16 +2,15 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <string>
 
+#include "lib/base/clock.hpp"
 #include "lib/base/fifo.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
@@ -170,7 +169,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     close_locked();
     if (!fd_.valid()) return;
     // ORDER: leave the epoll set before the fd number can be reused by accept().
-    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_DEL, raw_fd_, nullptr);
+    loop_.unwatch(raw_fd_);
     fd_.reset();
   }
 
@@ -208,10 +207,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     std::lock_guard lk(mu_);
     if (closed_ || !(events_ & EPOLLIN)) return;
     events_ &= ~static_cast<std::uint32_t>(EPOLLIN);
-    epoll_event ev{};
-    ev.events = events_;
-    ev.data.fd = raw_fd_;
-    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, raw_fd_, &ev);
+    loop_.rewatch(raw_fd_, events_);
   }
 
   int tag() const { return tag_; }
@@ -244,10 +240,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     std::lock_guard lk(mu_);
     raw_fd_ = fd_.get();
     events_ = EPOLLIN;
-    epoll_event ev{};
-    ev.events = events_;
-    ev.data.fd = raw_fd_;
-    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, raw_fd_, &ev);
+    if (!loop_.watch(raw_fd_, events_)) spdlog::warn("tcp: cannot watch the connection from {}: {}", peer_.describe(), std::strerror(errno));
   }
 
  private:
@@ -387,10 +380,7 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     if (want == events_) return;
     if ((want & EPOLLIN) && !(events_ & EPOLLIN) && unparsed_) loop_.resume(raw_fd_);
     events_ = want;
-    epoll_event ev{};
-    ev.events = want;
-    ev.data.fd = raw_fd_;
-    ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, raw_fd_, &ev);
+    loop_.rewatch(raw_fd_, want);
   }
 
   void close_locked() {
@@ -459,36 +449,16 @@ class TcpCallChannel final : public rpc::ReplyChannel {
 
 }  // namespace
 
-TcpLoop::TcpLoop(TcpServer& server, unsigned index)
-    : server_(server), index_(index), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
-  NFSRDMA_CHECK(epoll_.valid());
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = inbox_.fd();
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_.fd(), &ev);
+TcpLoop::TcpLoop(TcpServer& server, EventLoop& loop, unsigned index)
+    : server_(server), loop_(loop), index_(index) {
+  loop_.attach(*this);
 }
 
-TcpLoop::~TcpLoop() {
-  join();
-  drop_all();
-}
-
-void TcpLoop::start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), ("tcp-loop-" + std::to_string(index_)).c_str());  // for top -H, and tests
-    run();
-  });
-}
-
-void TcpLoop::join() {
-  if (!thread_.joinable()) return;
-  wake();
-  thread_.join();
-}
+TcpLoop::~TcpLoop() { drop_all(); }
 
 void TcpLoop::adopt(Fd fd, const rpc::Peer& peer, int tag, std::shared_ptr<rpc::Admission::Ticket> ticket) {
   auto c = std::make_shared<TcpConnection>(server_, *this, std::move(fd), peer, tag, std::move(ticket));
-  load_.fetch_add(1, std::memory_order_relaxed);
+  loop_.add_load(1);
   server_.connection_count_.fetch_add(1);
   connections_gauge().add(1);
   inbox_.post({Posted::Kind::adopt, std::move(c)});
@@ -498,7 +468,7 @@ void TcpLoop::close_ticket(std::uint64_t id, const char* why) {
   inbox_.post({Posted::Kind::close, nullptr, id, why});
 }
 
-void TcpLoop::wake() { inbox_.wake_now(); }
+void TcpLoop::wake() { loop_.waker().wake_now(); }
 
 void TcpLoop::resume(int fd) { inbox_.post({Posted::Kind::resume, nullptr, 0, nullptr, fd}); }
 
@@ -529,7 +499,7 @@ void TcpLoop::take_posted() {
         auto& c = p.conn;
         c->register_with_epoll();
         if (intake_applied_) c->refresh_events();  // adopted as intake stopped: not read
-        spdlog::debug("tcp: connection from {} on loop {}", c->peer().describe(), index_);
+        spdlog::debug("tcp: connection from {} on event loop {}", c->peer().describe(), index_);
         connections_[c->fd()] = std::move(c);
         break;
       }
@@ -645,7 +615,7 @@ void TcpLoop::close_connection(int fd) {
   it->second->release();
   server_.admission_.remove(it->second->ticket());
   connections_.erase(it);
-  load_.fetch_sub(1, std::memory_order_relaxed);
+  loop_.add_load(-1);
   server_.connection_count_.fetch_sub(1);
   connections_gauge().add(-1);
 }
@@ -662,64 +632,55 @@ void TcpLoop::drop_all() {
   for (auto& [fd, c] : connections_) c->release();
   const auto n = static_cast<std::int64_t>(connections_.size() + adopted);
   connections_.clear();
-  load_.fetch_sub(static_cast<std::size_t>(n), std::memory_order_relaxed);
+  loop_.add_load(static_cast<std::ptrdiff_t>(-n));
   server_.connection_count_.fetch_sub(static_cast<std::size_t>(n));
   connections_gauge().add(-n);
 }
 
-void TcpLoop::run() {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point stop_deadline{};
-  Clock::time_point next_expiry = Clock::now() + std::chrono::seconds(1);
-  epoll_event events[64];
-  for (;;) {
-    take_posted();
-    if (server_.intake_stopped_ && !intake_applied_) {
-      intake_applied_ = true;
-      if (index_ == 0) server_.drop_listeners(epoll_.get());
-      for (auto& [fd, c] : connections_) c->refresh_events();
-    }
-    if (server_.stopping_) {
-      if (stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(5);
-      bool pending = false;
-      for (auto& [fd, c] : connections_) pending |= c->has_pending_output();
-      if (!pending || Clock::now() > stop_deadline) break;
-    }
-    if (index_ == 0 && Clock::now() >= next_expiry) {
-      server_.close_expired();
-      next_expiry = Clock::now() + std::chrono::seconds(1);
-    }
-    const bool may_sleep = inbox_.sleep_begin();
-    int n = ::epoll_wait(epoll_.get(), events, 64, !may_sleep ? 0 : server_.stopping_ ? 50 : 1000);
-    inbox_.sleep_end();
-    if (n < 0 && errno != EINTR) {
-      spdlog::error("tcp: epoll_wait failed: {}", std::strerror(errno));
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == inbox_.fd()) {
-        inbox_.woke();
-        continue;  // take_posted() next round
-      }
-      if (index_ == 0 && server_.accept_from(fd)) continue;
-      auto it = connections_.find(fd);
-      if (it == connections_.end()) continue;
-      auto c = it->second;
-      if (events[i].events & (EPOLLHUP | EPOLLERR)) {
-        // Reset, or shut in both directions: no reply can reach the client.
-        spdlog::debug("tcp: {} hung up", c->peer().describe());
-        close_connection(fd);
-        continue;
-      }
-      if ((events[i].events & EPOLLOUT) && !c->on_writable()) {
-        close_connection(fd);
-        continue;
-      }
-      if ((events[i].events & EPOLLIN) && !server_.intake_stopped_) on_readable(c);
-    }
+bool TcpLoop::turn(std::int64_t now) {
+  take_posted();
+  if (server_.intake_stopped_ && !intake_applied_) {
+    intake_applied_ = true;
+    if (index_ == 0) server_.drop_listeners(*this);
+    for (auto& [fd, c] : connections_) c->refresh_events();
   }
+  if (index_ == 0 && now >= next_expiry_) {
+    if (next_expiry_ != 0) server_.close_expired();
+    next_expiry_ = now + 1'000'000'000;
+  }
+  return false;  // the rest comes as events
+}
+
+bool TcpLoop::finished() {
+  if (dropped_) return true;
+  if (!server_.stopping_) return false;
+  const std::int64_t now = steady_ns();
+  if (stop_deadline_ == 0) stop_deadline_ = now + 5'000'000'000;
+  bool pending = false;
+  for (auto& [fd, c] : connections_) pending |= c->has_pending_output();
+  if (pending && now < stop_deadline_) return false;
   drop_all();
+  dropped_ = true;
+  return true;
+}
+
+void TcpLoop::on_event(std::uint64_t key, std::uint32_t events) {
+  const int fd = static_cast<int>(key);
+  if (index_ == 0 && server_.accept_from(fd)) return;
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  auto c = it->second;
+  if (events & (EPOLLHUP | EPOLLERR)) {
+    // Reset, or shut in both directions: no reply can reach the client.
+    spdlog::debug("tcp: {} hung up", c->peer().describe());
+    close_connection(fd);
+    return;
+  }
+  if ((events & EPOLLOUT) && !c->on_writable()) {
+    close_connection(fd);
+    return;
+  }
+  if ((events & EPOLLIN) && !server_.intake_stopped_) on_readable(c);
 }
 
 }  // namespace nfsrdma::tcp

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "lib/base/log.hpp"
@@ -20,8 +21,13 @@ TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
     own_budget_ = std::make_unique<rpc::MemoryBudget>(limit, limit);
     budget_ = own_budget_.get();
   }
-  const unsigned n = options_.loops ? options_.loops : std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < n; ++i) loops_.push_back(std::make_unique<TcpLoop>(*this, i));
+  std::vector<std::shared_ptr<EventLoop>> on = options_.event_loops;
+  if (on.empty()) {
+    const unsigned n = options_.loops ? options_.loops : std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i) on.push_back(std::make_shared<EventLoop>("tcp-loop-" + std::to_string(i)));
+    own_loops_ = on;
+  }
+  for (unsigned i = 0; i < on.size(); ++i) loops_.push_back(std::make_unique<TcpLoop>(*this, *on[i], i));
   waker_ = budget_->on_room([this] {
     for (auto& l : loops_) l->on_budget_room();
   });
@@ -29,7 +35,19 @@ TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
 
 TcpServer::~TcpServer() {
   budget_->forget(waker_);  // ORDER: before the loops it wakes go
+  stop();
+  for (auto& l : own_loops_) l->join();
+  if (own_loops_.empty()) {  // shared loops run on: each must be done with its part
+    std::unique_lock lk(retired_mu_);
+    retired_cv_.wait(lk, [&] { return parts_retired_ == loops_.size(); });
+  }
   loops_.clear();
+}
+
+void TcpServer::part_retired() {
+  std::lock_guard lk(retired_mu_);
+  ++parts_retired_;
+  retired_cv_.notify_all();
 }
 
 Result<std::uint16_t> TcpServer::add_listener(const std::string& host, std::uint16_t port, int tag) {
@@ -37,17 +55,21 @@ Result<std::uint16_t> TcpServer::add_listener(const std::string& host, std::uint
   if (!fd) return fd.error();
   if (auto r = set_nonblocking(fd->get()); !r) return r.error();
   std::uint16_t bound = local_port(fd->get());
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd->get();
-  ::epoll_ctl(loops_[0]->epoll_fd(), EPOLL_CTL_ADD, fd->get(), &ev);
   listeners_.push_back({std::move(*fd), tag});
   return bound;
 }
 
+void TcpServer::serve() {
+  std::lock_guard lk(listeners_mu_);  // intake may stop meanwhile (drop_listeners)
+  for (auto& l : listeners_) {
+    if (!loops_[0]->watch(l.fd.get(), EPOLLIN)) spdlog::error("tcp: cannot accept: epoll_ctl: {}", std::strerror(errno));
+  }
+}
+
 void TcpServer::run() {
-  for (auto& l : loops_) l->start();
-  for (auto& l : loops_) l->join();
+  serve();
+  for (auto& l : own_loops_) l->start();
+  for (auto& l : own_loops_) l->join();
 }
 
 void TcpServer::stop_intake() {
@@ -59,6 +81,7 @@ void TcpServer::stop() {
   stopping_ = true;
   intake_stopped_ = true;
   for (auto& l : loops_) l->wake();
+  for (auto& l : own_loops_) l->stop();  // each ends once its part is finished
 }
 
 bool TcpServer::accept_from(int fd) {
@@ -83,8 +106,9 @@ bool TcpServer::accept_from(int fd) {
   }
 }
 
-void TcpServer::drop_listeners(int epoll_fd) {
-  for (auto& l : listeners_) ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, l.fd.get(), nullptr);
+void TcpServer::drop_listeners(TcpLoop& loop) {
+  std::lock_guard lk(listeners_mu_);
+  for (auto& l : listeners_) loop.unwatch(l.fd.get());
   listeners_.clear();
 }
 

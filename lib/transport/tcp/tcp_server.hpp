@@ -1,11 +1,11 @@
 // The server side of RPC over TCP: listeners, connections, record marking, and
 // replies written back from any thread.
 //
-// Theory of operation: event-loop threads (TcpLoop, tcp_loop.hpp), one per
-// core by default, each own an epoll set over their share of the
-// connections, as the RPC-RDMA progress loops share theirs. Loop 0 also
+// Theory of operation: the server's event loops (lib/base/event_loop.hpp),
+// one per core, shared with RPC-RDMA, each turn a share of the connections
+// (the server's part of each loop: TcpLoop, tcp_loop.hpp). Loop 0 also
 // accepts (through rpc::Admission) and gives each new connection to the loop
-// with the fewest, where it stays. A loop reads records and hands each to the
+// whose part has the fewest, where it stays. A loop reads records and hands each to the
 // CallHandler, which must not block (the server runs calls that cannot block
 // there, and posts the rest to its worker pool).
 // Each call gets its own ReplyChannel; its reply comes back from any thread:
@@ -35,14 +35,17 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <memory_resource>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "lib/base/event_loop.hpp"
 #include "lib/rpc/admission.hpp"
 #include "lib/rpc/budget.hpp"
 #include "lib/rpc/transport.hpp"
@@ -58,7 +61,11 @@ struct TcpServerOptions {
   std::size_t max_connection_bytes = 16u << 20;        // per connection, see above
   std::size_t kept_buffers = 16;                       // large buffers kept for reuse (BufferShelf)
   std::size_t kept_small_buffers = 512;                // and small ones: at most 8 MiB of them
-  unsigned loops = 0;                                  // event-loop threads; 0: one per core
+  // The event loops to run on (started and stopped by their owner, shared
+  // with RPC-RDMA); empty: the server makes `loops` of its own (0: one per
+  // core, threads tcp-loop-N) and run() runs them.
+  std::vector<std::shared_ptr<EventLoop>> event_loops;
+  unsigned loops = 0;
   // The most a call's reply can take, from the call's bytes; unset: a whole
   // record (max_record_bytes), the safe and pessimistic answer.
   std::function<std::size_t(std::span<const std::uint8_t> call)> reply_bound;
@@ -76,11 +83,14 @@ class TcpServer {
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
 
-  // Before run(): listens on host:port (port 0: any free port); calls from
-  // it carry `tag`. Returns the bound port.
+  // Before serve(): listens on host:port (port 0: any free port); calls
+  // from it carry `tag`. Returns the bound port. Nothing is accepted before
+  // serve().
   Result<std::uint16_t> add_listener(const std::string& host, std::uint16_t port, int tag);
 
-  // Runs the loops (threads tcp-loop-N) until stop().
+  // On loops given: accepts from now on (their owner runs them).
+  void serve();
+  // On loops of its own: serve(), and runs them until stop().
   void run();
   void stop_intake();  // thread-safe
   void stop();         // thread-safe
@@ -97,7 +107,8 @@ class TcpServer {
 
   // Loop 0: accepts what `fd` has waiting, if it is a listener.
   bool accept_from(int fd);
-  void drop_listeners(int epoll_fd);
+  void drop_listeners(TcpLoop& loop);
+  void part_retired();  // a loop is done with its TcpLoop (TcpLoop::retired)
   // Loop 0, every second: closes the connections idle past their timeout.
   void close_expired();
   void close_ticket(std::uint64_t id, const char* why);  // on whichever loop has it
@@ -114,11 +125,16 @@ class TcpServer {
   std::unique_ptr<rpc::MemoryBudget> own_budget_;
   rpc::MemoryBudget* budget_;
   std::size_t step_bytes_;  // the most one step of a connection adds: a record and its reply's bound
-  std::vector<Listener> listeners_;  // loop 0 once run() began
+  std::mutex listeners_mu_;           // serve() against drop_listeners()
+  std::vector<Listener> listeners_;  // changed before serve(), then by loop 0 only
   std::atomic<std::size_t> connection_count_{0};
   std::atomic<bool> intake_stopped_{false};
   std::atomic<bool> stopping_{false};
+  std::vector<std::shared_ptr<EventLoop>> own_loops_;  // ORDER: before the parts on them, which they outlive
   std::vector<std::unique_ptr<TcpLoop>> loops_;  // ORDER: after what their connections use
+  std::mutex retired_mu_;
+  std::condition_variable retired_cv_;
+  std::size_t parts_retired_ = 0;  // guarded by retired_mu_
   std::size_t waker_;                            // budget_->on_room's, which wakes the loops
 };
 
