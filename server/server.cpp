@@ -66,11 +66,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServerConfig& config) {
                                                               [d](rpc::IncomingCall&& call) { d->handle(std::move(call)); });
 
   // Both transports' connections share these loops, one per core.
-  const unsigned loops = config.loops ? config.loops : std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < loops; ++i) {
-    s->loops_.push_back(std::make_shared<EventLoop>("loop-" + std::to_string(i)));
-    s->loops_.back()->start();
-  }
+  s->loops_ = EventLoop::make(config.loops, "loop");
+  for (auto& loop : s->loops_) loop->start();
 
   tcp::TcpServerOptions topts;
   topts.admission = config.admission;

@@ -20,6 +20,13 @@ constexpr std::uint64_t kKeyMask = (std::uint64_t{1} << kPartShift) - 1;
 constexpr std::uint64_t kWaker = ~std::uint64_t{0};
 }  // namespace
 
+std::vector<std::shared_ptr<EventLoop>> EventLoop::make(unsigned count, const std::string& prefix) {
+  const unsigned n = count ? count : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::shared_ptr<EventLoop>> loops;
+  for (unsigned i = 0; i < n; ++i) loops.push_back(std::make_shared<EventLoop>(prefix + "-" + std::to_string(i)));
+  return loops;
+}
+
 EventLoop::EventLoop(std::string name) : name_(std::move(name)), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
   if (!epoll_.valid()) {
     spdlog::critical("cannot make an event loop: {}", std::strerror(errno));

@@ -25,8 +25,10 @@
 #include <sys/epoll.h>
 
 #include <atomic>
-#include <mutex>
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,8 +63,31 @@ class LoopPart {
   std::uint64_t slot_ = 0;  // its index in the loop's parts
 };
 
+// A transport's count of its parts the loops are done with: each part's
+// retired() calls one(); the transport waits for all of them before it
+// frees what they use.
+class RetiredParts {
+ public:
+  void one() {
+    std::lock_guard lk(mu_);
+    ++count_;
+    cv_.notify_all();
+  }
+  void wait_for(std::size_t parts) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return count_ >= parts; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t count_ = 0;  // guarded by mu_
+};
+
 class EventLoop {
  public:
+  // `count` loops (0: one per core) named `prefix`-N, not started.
+  static std::vector<std::shared_ptr<EventLoop>> make(unsigned count, const std::string& prefix);
   // The thread is named `name` (for top -H, and tests).
   explicit EventLoop(std::string name);
   ~EventLoop();  // stop() and join()

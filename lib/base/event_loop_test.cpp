@@ -171,5 +171,27 @@ TEST(EventLoop, AFinishedPartIsRetiredOnceAndTheLoopEndsWhenAllAre) {
   EXPECT_EQ(second.retirements.load(), 1);
 }
 
+// A transport waits until every part it put on the loops is retired.
+TEST(RetiredParts, AWaiterReturnsOnlyOnceEveryPartIsRetired) {
+  RetiredParts retired;
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    retired.wait_for(2);
+    returned = true;
+  });
+  retired.one();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(returned.load()) << "one of two parts is retired";
+  retired.one();
+  waiter.join();
+  EXPECT_TRUE(returned.load());
+}
+
+TEST(EventLoop, MakeNamesTheLoopsAndDefaultsToOnePerCore) {
+  auto loops = EventLoop::make(3, "x");
+  EXPECT_EQ(loops.size(), 3u);
+  EXPECT_EQ(EventLoop::make(0, "x").size(), std::max(1u, std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 }  // namespace nfsrdma

@@ -31,11 +31,7 @@ Result<std::unique_ptr<RdmaServer>> RdmaServer::start(const RdmaServerOptions& o
     s->budget_ = s->own_budget_.get();
   }
   std::vector<std::shared_ptr<EventLoop>> on = options.event_loops;
-  if (on.empty()) {
-    const unsigned n = options.loops ? options.loops : std::max(1u, std::thread::hardware_concurrency());
-    for (unsigned i = 0; i < n; ++i) on.push_back(std::make_shared<EventLoop>("rdma-loop-" + std::to_string(i)));
-    s->own_loops_ = on;
-  }
+  if (on.empty()) on = s->own_loops_ = EventLoop::make(options.loops, "rdma-loop");
   for (std::size_t i = 0; i < on.size(); ++i) {
     s->loops_.push_back(std::make_shared<ProgressLoop>(*s, on[i], static_cast<int>(i)));
   }
@@ -71,20 +67,11 @@ void RdmaServer::stop() {
   if (acceptor_.joinable()) acceptor_.join();
   // Each part drains its connections, then says so; loops of its own end then.
   for (auto& l : loops_) l->wake_now();
-  {
-    std::unique_lock lk(drain_mu_);
-    drained_cv_.wait(lk, [&] { return parts_drained_ == loops_.size(); });
-  }
+  drained_.wait_for(loops_.size());
   for (auto& l : own_loops_) l->stop();
   for (auto& l : own_loops_) l->join();
   std::lock_guard lk(mu_);
   connections_.clear();
-}
-
-void RdmaServer::part_drained() {
-  std::lock_guard lk(drain_mu_);
-  ++parts_drained_;
-  drained_cv_.notify_all();
 }
 
 std::size_t RdmaServer::connection_count() {

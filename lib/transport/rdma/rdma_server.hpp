@@ -39,7 +39,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <list>
 #include <map>
 #include <memory>
@@ -110,7 +109,7 @@ class RdmaServer {
   RdmaServer() = default;
   void accept_loop();
   void reap();
-  void part_drained();  // a ProgressLoop's connections are all drained (stopping)
+  void part_drained() { drained_.one(); }  // a ProgressLoop's connections are all drained (stopping)
   void close_connections(const std::vector<std::uint64_t>& tickets);
   // The domain of the device a request arrived on, and that device's payload
   // buffers (made with the first connection on it); acceptor thread only.
@@ -131,9 +130,7 @@ class RdmaServer {
   std::atomic<int> pollers_{0};  // loops polling now (ProgressLoop::polling)
   std::vector<std::shared_ptr<EventLoop>> own_loops_;
   std::vector<std::shared_ptr<ProgressLoop>> loops_;  // this server's part of each loop
-  std::mutex drain_mu_;
-  std::condition_variable drained_cv_;
-  std::size_t parts_drained_ = 0;  // guarded by drain_mu_
+  RetiredParts drained_;
   std::thread acceptor_;
   std::mutex mu_;  // guards connections_
   std::list<std::shared_ptr<ServerConnection>> connections_;

@@ -22,11 +22,7 @@ TcpServer::TcpServer(TcpServerOptions options, rpc::CallHandler handler)
     budget_ = own_budget_.get();
   }
   std::vector<std::shared_ptr<EventLoop>> on = options_.event_loops;
-  if (on.empty()) {
-    const unsigned n = options_.loops ? options_.loops : std::max(1u, std::thread::hardware_concurrency());
-    for (unsigned i = 0; i < n; ++i) on.push_back(std::make_shared<EventLoop>("tcp-loop-" + std::to_string(i)));
-    own_loops_ = on;
-  }
+  if (on.empty()) on = own_loops_ = EventLoop::make(options_.loops, "tcp-loop");
   for (unsigned i = 0; i < on.size(); ++i) loops_.push_back(std::make_unique<TcpLoop>(*this, *on[i], i));
   waker_ = budget_->on_room([this] {
     for (auto& l : loops_) l->on_budget_room();
@@ -37,17 +33,8 @@ TcpServer::~TcpServer() {
   budget_->forget(waker_);  // ORDER: before the loops it wakes go
   stop();
   for (auto& l : own_loops_) l->join();
-  if (own_loops_.empty()) {  // shared loops run on: each must be done with its part
-    std::unique_lock lk(retired_mu_);
-    retired_cv_.wait(lk, [&] { return parts_retired_ == loops_.size(); });
-  }
+  if (own_loops_.empty()) retired_.wait_for(loops_.size());  // shared loops run on: each must be done with its part
   loops_.clear();
-}
-
-void TcpServer::part_retired() {
-  std::lock_guard lk(retired_mu_);
-  ++parts_retired_;
-  retired_cv_.notify_all();
 }
 
 Result<std::uint16_t> TcpServer::add_listener(const std::string& host, std::uint16_t port, int tag) {

@@ -35,7 +35,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -108,7 +107,7 @@ class TcpServer {
   // Loop 0: accepts what `fd` has waiting, if it is a listener.
   bool accept_from(int fd);
   void drop_listeners(TcpLoop& loop);
-  void part_retired();  // a loop is done with its TcpLoop (TcpLoop::retired)
+  void part_retired() { retired_.one(); }  // a loop is done with its TcpLoop (TcpLoop::retired)
   // Loop 0, every second: closes the connections idle past their timeout.
   void close_expired();
   void close_ticket(std::uint64_t id, const char* why);  // on whichever loop has it
@@ -132,9 +131,7 @@ class TcpServer {
   std::atomic<bool> stopping_{false};
   std::vector<std::shared_ptr<EventLoop>> own_loops_;  // ORDER: before the parts on them, which they outlive
   std::vector<std::unique_ptr<TcpLoop>> loops_;  // ORDER: after what their connections use
-  std::mutex retired_mu_;
-  std::condition_variable retired_cv_;
-  std::size_t parts_retired_ = 0;  // guarded by retired_mu_
+  RetiredParts retired_;
   std::size_t waker_;                            // budget_->on_room's, which wakes the loops
 };
 
