@@ -93,6 +93,16 @@ class OverRdma : public ::testing::Test {
     return r;
   }
 
+  // A second client whose replies wait for its progress().
+  std::unique_ptr<rdma::RdmaClient> caller_progress_client() {
+    rdma::RdmaClientOptions o;
+    o.provider = test_provider();
+    o.caller_progress = true;
+    auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
+    if (!c) throw std::runtime_error(c.error().describe());
+    return std::move(*c);
+  }
+
   // A file written straight into the export, and its handle.
   nfs_fh3 file_with(const std::string& name, const std::string& data) {
     std::ofstream(dir_.path() + "/" + name, std::ios::binary) << data;

@@ -242,12 +242,8 @@ TEST_F(OverRdma, RegisteredCallerMemoryMovesWithoutCopies) {
 // The send buffers come back in the signalled Sends' completions: 1,000
 // calls are many times the pool, so a buffer lost would stop the calls.
 TEST_F(OverRdma, SendsCompleteOneInABatch) {
-  rdma::RdmaClientOptions o;
-  o.provider = test_provider();
-  o.caller_progress = true;
-  auto c = rdma::RdmaClient::connect(test_server_host(), server_->rdma_port(), o);
-  ASSERT_TRUE(c.ok()) << c.error().describe();
-  auto& client = **c;
+  auto c = caller_progress_client();
+  auto& client = *c;
   constexpr std::size_t kCalls = 1000;
   std::size_t completions = 0;
   for (std::size_t i = 0; i < kCalls; ++i) {
@@ -269,6 +265,39 @@ TEST_F(OverRdma, SendsCompleteOneInABatch) {
   EXPECT_LE(completions, kCalls + kCalls / rdma::kSendBatch + 1);
   EXPECT_GE(completions, kCalls + kCalls / rdma::kSendBatch - 1);
   client.shutdown();
+}
+
+// A call on a connection whose server went away is the connection's
+// failure, never the call's own: the caller is told to go again on a new
+// connection (Action::reconnect), so a hard mount loses no WRITE. Here the
+// calls fail as their completions or the connection's end come; a Send
+// refused when posted is classed in fabric::post_result (fabric_test).
+TEST_F(OverRdma, CallsOnAConnectionWhoseServerWentAwayAreToldToReconnect) {
+  auto c = caller_progress_client();
+  auto& client = *c;
+  server_->kill_hard();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  constexpr int kCalls = 40;
+  std::vector<std::optional<Error>> errors(kCalls);
+  std::vector<std::vector<std::uint8_t>> msgs;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::uint32_t xid = rpc::next_xid();
+    msgs.push_back(make_call(xid, kProgram, kVersion, static_cast<std::uint32_t>(Proc::NULL_), {}));
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = xdr::Parts{msgs.back()};
+    client.call(call, [&errors, i](Result<xdr::Parts> r) {
+      if (!r) errors[i] = r.error();
+    });
+  }
+  for (int tries = 0; tries < 50; ++tries) {
+    if (!client.progress(100)) break;
+  }
+  client.shutdown();
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(errors[i].has_value()) << "call " << i << " was answered by a dead server";
+    EXPECT_EQ(errors[i]->action, Action::reconnect) << "call " << i << ": " << errors[i]->describe();
+  }
 }
 
 TEST_F(OverRdma, AConnectionPollsOnlyWhileBusyThenSleeps) {

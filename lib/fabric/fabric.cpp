@@ -71,6 +71,33 @@ Error fabric_error(int rc, const std::string& what) {
   return Error{ErrorDomain::fabric, code, Action::fail, what + ": " + fi_strerror(code)};
 }
 
+// A post refused for the connection's state (siw refuses a Send with
+// ENOTCONN while its connection closes; a provider may say the endpoint's
+// state forbids it) is the connection's failure: the call goes again on a
+// new one, as xprtrdma drops the connection when a post fails. Anything
+// else (EINVAL: a request the device cannot take) is the call's own, and
+// would fail again wherever it went.
+Result<void> post_result(long rc, const char* what) {
+  if (rc == 0) return {};
+  Error e = fabric_error(static_cast<int>(rc), what);
+  switch (-rc) {
+    case FI_EAGAIN:
+      e.action = Action::retry_now;
+      break;
+    case FI_ENOTCONN:
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case EPIPE:
+    case FI_ESHUTDOWN:
+    case FI_EOPBADSTATE:
+      e.action = Action::reconnect;
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
 Info::~Info() {
   if (info_) fi_freeinfo(info_);
 }
@@ -348,17 +375,8 @@ void Endpoint::shutdown() {
   gone_ = true;
 }
 
-namespace {
-Result<void> posted(ssize_t rc, const char* what) {
-  if (rc == 0) return {};
-  Error e = fabric_error(static_cast<int>(rc), what);
-  if (rc == -FI_EAGAIN) e.action = Action::retry_now;
-  return e;
-}
-}  // namespace
-
 Result<void> Endpoint::post_recv(OpContext* ctx, void* buf, std::size_t len, void* desc) {
-  return posted(fi_recv(ep_, buf, len, desc, 0, ctx), "fi_recv");
+  return post_result(fi_recv(ep_, buf, len, desc, 0, ctx), "fi_recv");
 }
 
 std::uint64_t Endpoint::fence() const {
@@ -368,7 +386,7 @@ std::uint64_t Endpoint::fence() const {
 Result<void> Endpoint::post_send(OpContext* ctx, const void* buf, std::size_t len, void* desc, bool signalled) {
   iovec iov{const_cast<void*>(buf), len};
   fi_msg msg{&iov, &desc, 1, 0, ctx, 0};
-  return posted(fi_sendmsg(ep_, &msg, (signalled ? FI_COMPLETION : 0) | fence()), "fi_sendmsg");
+  return post_result(fi_sendmsg(ep_, &msg, (signalled ? FI_COMPLETION : 0) | fence()), "fi_sendmsg");
 }
 
 namespace {
@@ -384,14 +402,14 @@ ssize_t post_rma(fid_ep* ep, bool write, OpContext* ctx, void* local, std::size_
 Result<void> Endpoint::post_read(OpContext* ctx, void* local, std::size_t len, void* desc, std::uint64_t remote_addr,
                                  std::uint32_t key) {
   if (fence_after_read_) reads_out_.fetch_add(1, std::memory_order_relaxed);
-  auto r = posted(post_rma(ep_, false, ctx, local, len, desc, remote_addr, key, FI_COMPLETION), "fi_readmsg");
+  auto r = post_result(post_rma(ep_, false, ctx, local, len, desc, remote_addr, key, FI_COMPLETION), "fi_readmsg");
   if (!r && fence_after_read_) reads_out_.fetch_sub(1, std::memory_order_relaxed);
   return r;
 }
 
 Result<void> Endpoint::post_write(OpContext* ctx, const void* local, std::size_t len, void* desc,
                                   std::uint64_t remote_addr, std::uint32_t key, bool signalled) {
-  return posted(post_rma(ep_, true, ctx, const_cast<void*>(local), len, desc, remote_addr, key,
+  return post_result(post_rma(ep_, true, ctx, const_cast<void*>(local), len, desc, remote_addr, key,
                          (signalled ? FI_COMPLETION : 0) | fence()),
                 "fi_writemsg");
 }

@@ -34,6 +34,10 @@
 namespace nfsrdma::fabric {
 
 Error fabric_error(int rc, const std::string& what);
+// A post's return code `rc` as a result whose error says whose failure it
+// is: the connection's (Action::reconnect), a full queue's (retry_now), or
+// the request's own (fail).
+Result<void> post_result(long rc, const char* what);
 
 // "tcp", "verbs" or "sockets"; empty picks verbs when an RDMA device is
 // present, else tcp.

@@ -6,6 +6,7 @@
 #include "lib/fabric/fabric.hpp"
 
 #include <gtest/gtest.h>
+#include <rdma/fi_errno.h>
 
 #include <future>
 #include <thread>
@@ -22,6 +23,24 @@ std::size_t drain(Endpoint& ep, std::size_t want, std::vector<Completion>& got) 
     for (std::size_t k = 0; k < *n; ++k) got.push_back(c[k]);
   }
   return got.size();
+}
+
+// Whose failure a refused post is: the connection's (the call goes again on
+// a new one), a full queue's, or the request's own (it would fail anywhere).
+TEST(Fabric, APostRefusedForTheConnectionsStateIsTheConnectionsFailure) {
+  EXPECT_TRUE(post_result(0, "fi_sendmsg").ok());
+  for (long rc : std::initializer_list<long>{-FI_ENOTCONN, -FI_ECONNRESET, -FI_ECONNABORTED, -EPIPE, -FI_ESHUTDOWN,
+                                             -FI_EOPBADSTATE}) {
+    auto r = post_result(rc, "fi_sendmsg");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().action, Action::reconnect) << r.error().describe();
+  }
+  EXPECT_EQ(post_result(-FI_EAGAIN, "fi_sendmsg").error().action, Action::retry_now);
+  for (long rc : std::initializer_list<long>{-FI_EINVAL, -FI_EMSGSIZE, -FI_ENOSYS}) {
+    auto r = post_result(rc, "fi_sendmsg");
+    EXPECT_EQ(r.error().action, Action::fail) << r.error().describe();
+    EXPECT_NE(r.error().message.find("fi_sendmsg"), std::string::npos);
+  }
 }
 
 TEST(Fabric, UnknownProviderIsRefusedClearly) {
