@@ -304,6 +304,31 @@ TEST_P(Options, AProcessWaitingOnADeadServerCanBeKilled) {
   EXPECT_NE(mount_->log().find("was killed while waiting"), std::string::npos) << mount_->log();
 }
 
+// A write the server never took is reported to the next flush or fsync.
+// When the only process waiting for it was killed (answered EINTR first),
+// the error is kept for whoever asks next, not spent on the dead one.
+TEST_P(Options, AWriteErrorWhoseWaiterWasKilledIsReportedToTheNextFsync) {
+  remount("soft,timeo=5,retrans=1");
+  int wr = ::open(m("lost").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(wr, 0);
+  server_->stop();
+  pid_t writer = spawn([&] {
+    [[maybe_unused]] auto n = ::pwrite(wr, "w", 1, 0);
+    ::fsync(wr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its fsync waits on the server
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, WNOHANG), 0) << "the fsync did not wait for the server";
+  kill_and_time(writer);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the soft mount gives the WRITE up
+  server_->start();
+  errno = 0;
+  EXPECT_EQ(::fsync(wr), -1) << "the lost write was not reported";
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(::fsync(wr), 0) << "reported once";
+  ::close(wr);
+}
+
 // A server that stops answering but keeps its connections (stopped, or a
 // network that drops everything): a killed reader gets its answer at once,
 // and over RDMA only once the connection its buffer was offered on is shut,

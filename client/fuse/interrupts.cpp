@@ -74,7 +74,7 @@ void Interrupts::interrupted(std::uint32_t pid) {
   cv_.notify_all();
 }
 
-std::function<void(int)> Interrupts::guard(std::function<void(int)> answer) {
+std::function<bool(int)> Interrupts::guard(std::function<void(int)> answer) {
   auto w = std::make_shared<Wait>();
   w->pid = client::CallOwner::current();
   w->since = std::chrono::steady_clock::now();
@@ -88,7 +88,7 @@ std::function<void(int)> Interrupts::guard(std::function<void(int)> answer) {
       w->answered = true;
       client::CallOwner as(w->pid);
       w->answer(EINTR);
-      return [](int) {};
+      return [](int) { return false; };
     }
     if (waits_.size() >= prune_at_) {
       std::erase_if(waits_, [](const std::weak_ptr<Wait>& p) { return p.expired(); });
@@ -99,7 +99,9 @@ std::function<void(int)> Interrupts::guard(std::function<void(int)> answer) {
   }
   return [w](int err) {
     client::CallOwner as(w->pid);  // what the answer calls is the caller's too
-    if (!w->answered.exchange(true)) w->answer(err);
+    if (w->answered.exchange(true)) return false;
+    w->answer(err);
+    return true;
   };
 }
 

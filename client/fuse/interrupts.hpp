@@ -46,8 +46,9 @@ class Interrupts {
   // `answer` wrapped for a wait that is not an NFS call of the caller's (the
   // write-back's drain and commit, whose calls are nobody's): it runs once,
   // either from the wait's end or with EINTR when the caller (the current
-  // client::CallOwner) is killed, whichever comes first.
-  std::function<void(int)> guard(std::function<void(int)> answer);
+  // client::CallOwner) is killed, whichever comes first. The wrapper
+  // returns whether its call answered (false: the EINTR went first).
+  std::function<bool(int)> guard(std::function<void(int)> answer);
 
  private:
   struct Wait {

@@ -194,7 +194,7 @@ void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done
   if (done) done();
 }
 
-void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<void(int)> done) {
+void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done) {
   // A background commit takes what is unstable now; a flush first waits for
   // every write it follows to be answered (ORDER: COMMIT covers only WRITEs
   // whose replies came back).
@@ -202,7 +202,7 @@ void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<void(int)> 
   drain(n, [this, n, done = std::move(done)]() mutable { enqueue_commit(n, std::move(done)); }, true);
 }
 
-void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done) {
+void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done) {
   FileWrites& w = n->writes;
   {
     std::lock_guard lk(w.mu);
@@ -299,14 +299,18 @@ void WriteBack::finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, i
   {
     std::lock_guard lk(w.mu);
     if (err != 0 && !w.error) w.error = err;
-    err = w.error;
-    // Reported once, to the flush or fsync waiting now; background commits leave it for them.
-    if (std::any_of(waiters.begin(), waiters.end(), [](auto& f) { return f != nullptr; })) w.error = 0;
+    // Reported once, to the flush or fsync waiting now, and spent only if
+    // one of them took it (a killed caller's was answered already);
+    // background commits leave it for them. Answered under the lock (each
+    // answer is a FUSE reply or a promise), so a flush the reply lets in
+    // cannot report it a second time before it is spent.
+    bool reported = false;
+    for (auto& f : waiters) {
+      if (f && f(w.error)) reported = true;
+    }
+    if (reported) w.error = 0;
     again = !w.commit_waiters.empty();  // queued while this round ran: their data needs a round of its own
     w.committing = again;
-  }
-  for (auto& f : waiters) {
-    if (f) f(err);
   }
   if (again) return start_commit(n, {});
   untrack_if_clean(*n);
@@ -386,6 +390,7 @@ std::size_t WriteBack::commit_everything() {
       if (err) spdlog::error("nfs: data written before the unmount was not committed: {}", std::strerror(err));
       std::lock_guard lk(left->mu);
       if (--left->files == 0) left->cv.notify_all();
+      return true;
     });
   }
   std::unique_lock lk(left->mu);

@@ -16,7 +16,8 @@
 //   drains first, so everything it follows is covered. One round at a time
 //   per file; requests that arrive meanwhile get the next round.
 //   The first WRITE/COMMIT error is kept and reported by the next write(),
-//   flush or fsync (close and fsync report it, as with nfs(5)).
+//   flush or fsync (close and fsync report it, as with nfs(5)); a killed
+//   process's flush, answered EINTR already, leaves it for the next.
 // Its WRITEs and COMMITs belong to no caller (client::CallOwner 0): a process
 // killed while it waits for them stops waiting (Interrupts::guard), and its
 // data still goes out.
@@ -67,7 +68,7 @@ struct FileWrites {
   int error = 0;
   bool committing = false;
   std::vector<std::function<void()>> drained;
-  std::vector<std::function<void(int)>> commit_waiters;
+  std::vector<std::function<bool(int)>> commit_waiters;
   std::chrono::steady_clock::time_point last_write;
 };
 
@@ -93,11 +94,14 @@ class WriteBack {
   // before a GETATTR or SETATTR, and at close).
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone = false);
   // drain, then COMMIT until the data is stable; `done` gets 0 or the first
-  // error since the last report. A null `done` (background) reports nothing.
+  // error since the last report, and returns whether that reached its
+  // caller (false: answered already, as a killed caller is by
+  // Interrupts::guard; the error is then kept for the next). A null `done`
+  // (background) reports nothing.
   // When all that is left of the file is one WRITE's worth, nothing sent
   // before it, that WRITE goes FILE_SYNC and no COMMIT follows, as the kernel
   // client flushes such a file (a small file's close: one call, not two).
-  void commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
+  void commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done);
   // The end of the data not yet committed (0 when none): a size the server's
   // attributes may not show yet.
   std::uint64_t pending_end(Node& n);
@@ -117,8 +121,8 @@ class WriteBack {
   Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
   void on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf as_of, Result<nfs3::WRITE3res> r);
-  using Waiters = std::vector<std::function<void(int)>>;
-  void enqueue_commit(const std::shared_ptr<Node>& n, std::function<void(int)> done);
+  using Waiters = std::vector<std::function<bool(int)>>;
+  void enqueue_commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done);
   void start_commit(const std::shared_ptr<Node>& n, Waiters waiters);
   void finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, int err);
   void resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i, Waiters waiters);
