@@ -104,7 +104,8 @@ class EventLoop {
   void join();
 
   // Thread-safe. Events on `fd` go to `part`'s on_event with `key` (below
-  // 2^56: a descriptor, or a pointer). False, with errno, if epoll refused.
+  // 2^56: a descriptor, or an index; not a pointer, which a tagged heap may
+  // set the top byte of). False, with errno, if epoll refused.
   bool watch(LoopPart& part, int fd, std::uint32_t events, std::uint64_t key);
   void rewatch(LoopPart& part, int fd, std::uint32_t events, std::uint64_t key);
   void unwatch(int fd);

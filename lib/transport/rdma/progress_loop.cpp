@@ -45,9 +45,13 @@ void ProgressLoop::wake() { loop_->waker().wake(); }
 void ProgressLoop::take_added() {
   inbox_.take(added_);
   for (auto& c : added_) {
-    if (!loop_->watch(*this, c->ep_->wait_fd(), EPOLLIN, reinterpret_cast<std::uintptr_t>(c.get()))) {
+    const int fd = c->ep_->wait_fd();
+    if (!loop_->watch(*this, fd, EPOLLIN, static_cast<std::uint64_t>(fd))) {
       spdlog::warn("rdma: cannot wait for the connection from {}: {}", c->peer().describe(), std::strerror(errno));
       c->close();
+    } else {
+      if (by_fd_.size() <= static_cast<std::size_t>(fd)) by_fd_.resize(fd + 1, nullptr);
+      by_fd_[fd] = c.get();
     }
     spdlog::debug("rdma: connection from {} on event loop {}", c->peer().describe(), index_);
     c->hot_ = true;  // the client may have sent already
@@ -73,8 +77,8 @@ bool ProgressLoop::turn(std::int64_t now) {
   return hot;
 }
 
-void ProgressLoop::on_event(std::uint64_t conn, std::uint32_t) {
-  reinterpret_cast<ServerConnection*>(static_cast<std::uintptr_t>(conn))->hot_ = true;
+void ProgressLoop::on_event(std::uint64_t fd, std::uint32_t) {
+  if (fd < by_fd_.size() && by_fd_[fd]) by_fd_[fd]->hot_ = true;
 }
 
 int ProgressLoop::sleep_ms() const { return kSleepMs; }
@@ -102,7 +106,13 @@ bool ProgressLoop::turn_all(bool timers_due) {
       ++i;
       continue;
     }
-    loop_->unwatch(c.ep_->wait_fd());
+    // Only what its watch added: one that failed (EEXIST) must not take
+    // another connection's descriptor out of the loop's set.
+    const auto fd = static_cast<std::size_t>(c.ep_->wait_fd());
+    if (fd < by_fd_.size() && by_fd_[fd] == &c) {
+      loop_->unwatch(static_cast<int>(fd));
+      by_fd_[fd] = nullptr;
+    }
     c.finish();
     std::swap(conns_[i], conns_.back());
     conns_.pop_back();

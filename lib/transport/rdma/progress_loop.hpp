@@ -43,7 +43,7 @@ class ProgressLoop final : public LoopPart, public std::enable_shared_from_this<
 
   // ---- the loop's thread (LoopPart) ----
   bool turn(std::int64_t now) override;
-  void on_event(std::uint64_t conn, std::uint32_t events) override;
+  void on_event(std::uint64_t fd, std::uint32_t events) override;
   bool poll_idle() override;
   bool arm() override;  // false: a connection had work after all
   int sleep_ms() const override;
@@ -82,6 +82,7 @@ class ProgressLoop final : public LoopPart, public std::enable_shared_from_this<
   bool drained_ = false;
   std::vector<std::shared_ptr<ServerConnection>> added_;  // inbox_'s last take
   std::vector<std::shared_ptr<ServerConnection>> conns_;
+  std::vector<ServerConnection*> by_fd_;  // conns_ by the wait descriptor they are watched by
 };
 
 }  // namespace nfsrdma::rdma
