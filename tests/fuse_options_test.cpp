@@ -304,9 +304,10 @@ TEST_P(Options, AProcessWaitingOnADeadServerCanBeKilled) {
   EXPECT_NE(mount_->log().find("was killed while waiting"), std::string::npos) << mount_->log();
 }
 
-// A write the server never took is reported to the next flush or fsync.
-// When the only process waiting for it was killed (answered EINTR first),
-// the error is kept for whoever asks next, not spent on the dead one.
+// A write the server never took is reported by the next flush or fsync of
+// each open of the file. When the process waiting for it was killed
+// (answered EINTR first), its open was told nothing: the parent, which
+// shares that open (fork), is told at its fsync.
 TEST_P(Options, AWriteErrorWhoseWaiterWasKilledIsReportedToTheNextFsync) {
   remount("soft,timeo=5,retrans=1");
   int wr = ::open(m("lost").c_str(), O_CREAT | O_WRONLY, 0644);
@@ -327,6 +328,62 @@ TEST_P(Options, AWriteErrorWhoseWaiterWasKilledIsReportedToTheNextFsync) {
   EXPECT_EQ(errno, EIO);
   EXPECT_EQ(::fsync(wr), 0) << "reported once";
   ::close(wr);
+}
+
+// A lost write is reported through every open file description that was
+// open when it was lost, once each, as the kernel's errseq_t does; one
+// opened after it is not told of it.
+TEST_P(Options, AWriteErrorIsReportedOnceThroughEachOpenOfTheFile) {
+  remount("soft,timeo=5,retrans=1");
+  int a = ::open(m("shared").c_str(), O_CREAT | O_WRONLY, 0644);
+  int b = ::open(m("shared").c_str(), O_WRONLY);
+  int r = ::open(m("shared").c_str(), O_RDONLY);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_GE(r, 0);
+  server_->stop();
+  ASSERT_EQ(::pwrite(a, "a", 1, 0), 1);
+  errno = 0;
+  EXPECT_EQ(::fsync(a), -1) << "the write the server never took";
+  EXPECT_EQ(errno, EIO);
+  server_->start();
+  EXPECT_EQ(::close(r), 0) << "a descriptor not open for writing reports no write error at close";
+  errno = 0;
+  EXPECT_EQ(::fsync(b), -1) << "another open of the file was not told";
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(::fsync(b), 0) << "told once";
+  EXPECT_EQ(::fsync(a), 0) << "told once";
+  int c = ::open(m("shared").c_str(), O_WRONLY);
+  ASSERT_GE(c, 0);
+  EXPECT_EQ(::pwrite(c, "c", 1, 0), 1) << "an open after the error is not told of it";
+  EXPECT_EQ(::fsync(c), 0);
+  ::close(a);
+  ::close(b);
+  ::close(c);
+}
+
+// An error nobody was told of (the write-behind sent the data on its own
+// and the soft mount gave up) is told to the next open too, as well as to
+// the open that wrote it.
+TEST_P(Options, AWriteErrorNobodyWasToldOfIsToldToAnOpenMadeAfterIt) {
+  remount("soft,timeo=5,retrans=1");
+  int d = ::open(m("unseen").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(d, 0);
+  server_->stop();
+  ASSERT_EQ(::pwrite(d, "d", 1, 0), 1);
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // sent after a second of quiet, given up
+  server_->start();
+  int e = ::open(m("unseen").c_str(), O_WRONLY);
+  ASSERT_GE(e, 0);
+  errno = 0;
+  EXPECT_EQ(::fsync(e), -1) << "an open after an error nobody was told of";
+  EXPECT_EQ(errno, EIO);
+  errno = 0;
+  EXPECT_EQ(::fsync(d), -1) << "the open that wrote it";
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(::fsync(d), 0);
+  ::close(d);
+  ::close(e);
 }
 
 // A server that stops answering but keeps its connections (stopped, or a

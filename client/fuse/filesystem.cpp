@@ -331,7 +331,7 @@ const fuse_lowlevel_ops kOps = [] {
     fs(r).fs_write_buf(r, ino, in, off, fi);
   };
   o.flush = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi) { Enter<"flush"> e(r); fs(r).fs_flush(r, ino, fi); };
-  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info*) { Enter<"fsync"> e(r); fs(r).fs_fsync(r, ino); };
+  o.fsync = [](fuse_req_t r, fuse_ino_t ino, int, fuse_file_info* fi) { Enter<"fsync"> e(r); fs(r).fs_fsync(r, ino, fi); };
   o.release = [](fuse_req_t r, fuse_ino_t, fuse_file_info* fi) { Enter<"release"> e(r); fs(r).fs_release(r, fi); };
   o.getlk = [](fuse_req_t r, fuse_ino_t ino, fuse_file_info* fi, struct flock* l) {
     Enter<"getlk"> e(r);

@@ -82,7 +82,7 @@ class Filesystem {
   void fs_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi);
   void fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void fs_fsync(fuse_req_t req, fuse_ino_t ino);
+  void fs_fsync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void fs_release(fuse_req_t req, fuse_file_info* fi);
   // fs_lock.cpp: network locks through NLM (client::LockClient).
   void fs_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
@@ -140,6 +140,7 @@ class Filesystem {
     client::Identity who;
     std::shared_ptr<Node> node;  // set once the open is counted (track_open)
     bool writable = false;
+    WriteBack::ErrorsSeen seen;  // its file's write errors it was told of (set with node)
   };
   static OpenFile* opened(const fuse_file_info* fi) { return reinterpret_cast<OpenFile*>(fi->fh); }
   // Silly rename (fs_hidden.cpp): an open file that is removed or renamed
@@ -164,7 +165,9 @@ class Filesystem {
   // the other's writes. Returns 0 or an errno; blocks the calling thread.
   int set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client::LockClient::Owner owner, short type,
                std::uint64_t start, std::uint64_t end, bool wait);
-  int commit_now(const std::shared_ptr<Node>& n);
+  // Commits `n`'s data, blocking: 0, EINTR, or when `tell` the last write
+  // error `seen` (an open's, or none's) was not told of, which it marks told.
+  int commit_now(const std::shared_ptr<Node>& n, WriteBack::ErrorsSeen seen, bool tell);
   struct DirHandle;
   // The kernel's next `size` bytes of listing from `off`, built under d.mu.
   // The reply goes out after d.mu is released: once the kernel has it, a

@@ -15,6 +15,7 @@ using namespace nfs3;
 
 void Filesystem::track_open(OpenFile& f, const std::shared_ptr<Node>& n) {
   f.node = n;
+  f.seen = writes_->errors_seen_now(*n);
   std::lock_guard lk(n->open_mu);
   ++n->opens;
   n->writers += f.writable;

@@ -142,14 +142,14 @@ void Filesystem::fs_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, o
     out.buf[0].size = size;
     out.buf[0].mem = dst;
     copied = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
-  }, opened(fi)->who);
+  }, opened(fi)->who, opened(fi)->seen);
   if (e == 0 && copied != static_cast<ssize_t>(size)) e = copied < 0 ? static_cast<int>(-copied) : EIO;
   if (e != 0) return (void)fuse_reply_err(req, e);
   if (!options_.writes_sync()) return (void)fuse_reply_write(req, size);
   // sync (or noac): the data is on the server's stable storage before write(2) returns.
   writes_->commit(n, interrupts_->guard([req, size](int err) {
     err ? fuse_reply_err(req, err) : fuse_reply_write(req, size);
-  }));
+  }), opened(fi)->seen);
 }
 
 void Filesystem::fs_release(fuse_req_t req, fuse_file_info* fi) {
@@ -167,18 +167,22 @@ void Filesystem::fs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!n) return;
   // A close lets go of the closing process's POSIX locks on the file (the
   // kernel leaves that to us), once its writes are committed.
+  // The close of a descriptor not open for writing reports no write error
+  // (the kernel client's nfs_file_flush), and tells its open of none.
+  const OpenFile& f = *opened(fi);
   if (locks_ && locks_->holds(n->fh, fi->lock_owner)) {
-    int e = commit_now(n);
+    int e = commit_now(n, f.seen, f.writable);
     locks_->release(n->fh, fi->lock_owner);
     return (void)fuse_reply_err(req, e);
   }
-  writes_->commit(n, interrupts_->guard([req](int e) { fuse_reply_err(req, e); }));
+  auto answer = interrupts_->guard([req](int e) { fuse_reply_err(req, e); });
+  writes_->commit(n, f.writable ? answer : WriteBack::untold(answer), f.seen);
 }
 
-void Filesystem::fs_fsync(fuse_req_t req, fuse_ino_t ino) {
+void Filesystem::fs_fsync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto n = node(req, ino);
   if (!n) return;
-  writes_->commit(n, interrupts_->guard([req](int e) { fuse_reply_err(req, e); }));
+  writes_->commit(n, interrupts_->guard([req](int e) { fuse_reply_err(req, e); }), opened(fi)->seen);
 }
 
 }  // namespace nfsrdma::fuse

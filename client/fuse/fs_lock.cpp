@@ -26,18 +26,21 @@ bool range_of(const struct flock* l, std::uint64_t& start, std::uint64_t& end) {
 
 }  // namespace
 
-int Filesystem::commit_now(const std::shared_ptr<Node>& n) {
+int Filesystem::commit_now(const std::shared_ptr<Node>& n, WriteBack::ErrorsSeen seen, bool tell) {
   auto done = std::make_shared<std::promise<int>>();
   auto f = done->get_future();
-  writes_->commit(n, interrupts_->guard([done](int e) { done->set_value(e); }));
+  auto answer = interrupts_->guard([done](int e) { done->set_value(e); });
+  writes_->commit(n, tell ? answer : WriteBack::untold(answer), std::move(seen));
   return f.get();
 }
 
 int Filesystem::set_lock(fuse_req_t req, const std::shared_ptr<Node>& n, client::LockClient::Owner owner, short type,
                          std::uint64_t start, std::uint64_t end, bool wait) {
   if (type == F_UNLCK) {
-    // Data written under the lock reaches the server before the lock goes.
-    int e = commit_now(n);
+    // Data written under the lock reaches the server before the lock goes;
+    // a write error is left for the descriptors' fsync and close, as the
+    // kernel client's unlock leaves it.
+    int e = commit_now(n, nullptr, false);
     int u = locks_->unlock(n->fh, owner, start, end);
     return e ? e : u;
   }

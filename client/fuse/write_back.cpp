@@ -42,12 +42,30 @@ FileWrites::Extent* WriteBack::take_filling_locked(FileWrites& w) {
   return e;
 }
 
+WriteBack::ErrorsSeen WriteBack::errors_seen_now(Node& n) {
+  std::lock_guard lk(n.writes.mu);
+  // An error nobody was told of yet is the new open's too (errseq_sample).
+  const std::uint32_t seq = n.writes.error_seq - (n.writes.error_told ? 0 : 1);
+  return std::make_shared<std::atomic<std::uint32_t>>(seq);
+}
+
+void WriteBack::fail_locked(FileWrites& w, int err) {
+  w.error = err;
+  ++w.error_seq;
+  w.error_told = false;
+}
+
 int WriteBack::write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
-                     const client::Identity& who) {
+                     const client::Identity& who, const ErrorsSeen& seen) {
   FileWrites& w = n->writes;
   NFSRDMA_CHECK(size <= big_.chunk_bytes());
   std::unique_lock lk(w.mu);
-  if (w.error) return w.error;
+  if (seen->load() != w.error_seq) {
+    // Reported here, not again at the open's flush, and the next write goes.
+    seen->store(w.error_seq);
+    w.error_told = true;
+    return w.error;
+  }
   w.last_write = Clock::now();
   // Into the extent being filled when the write starts inside it or right after it.
   if (Extent* f = w.filling; f && offset >= f->offset && offset <= f->offset + f->len &&
@@ -138,7 +156,7 @@ void WriteBack::on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf 
     if (err == 0 && r->count == 0) err = EIO;  // no progress: the server will not take it
     if (err == 0) n->cto_follow(r->file_wcc);  // the kernel's pages took this data when it was written
     if (err != 0) {
-      if (!w.error) w.error = err;
+      fail_locked(w, err);
       drop_locked(w, e);
     } else if (e->sent + r->count < e->len) {
       e->sent += r->count;  // a short WRITE: send the rest
@@ -194,19 +212,21 @@ void WriteBack::drain(const std::shared_ptr<Node>& n, std::function<void()> done
   if (done) done();
 }
 
-void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done) {
+void WriteBack::commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done, ErrorsSeen seen) {
   // A background commit takes what is unstable now; a flush first waits for
   // every write it follows to be answered (ORDER: COMMIT covers only WRITEs
   // whose replies came back).
-  if (!done) return enqueue_commit(n, nullptr);
-  drain(n, [this, n, done = std::move(done)]() mutable { enqueue_commit(n, std::move(done)); }, true);
+  if (!done) return enqueue_commit(n, {});
+  if (!seen) seen = errors_seen_now(*n);  // no open's: what this round meets
+  FileWrites::Waiter waiter{std::move(done), std::move(seen)};
+  drain(n, [this, n, waiter = std::move(waiter)]() mutable { enqueue_commit(n, std::move(waiter)); }, true);
 }
 
-void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done) {
+void WriteBack::enqueue_commit(const std::shared_ptr<Node>& n, FileWrites::Waiter waiter) {
   FileWrites& w = n->writes;
   {
     std::lock_guard lk(w.mu);
-    w.commit_waiters.push_back(std::move(done));
+    w.commit_waiters.push_back(std::move(waiter));
     if (w.committing) return;  // the running round starts another for these when it ends
     w.committing = true;
   }
@@ -284,7 +304,7 @@ void WriteBack::resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list
       Extent* sent = list[i];
       int err = !r ? EIO : client::nfsstat3_to_errno(r->status);
       if (err == 0 && r->count < sent->len) err = EIO;
-      if (err != 0 && !w.error) w.error = err;
+      if (err != 0) fail_locked(w, err);
       drop_locked(w, sent);  // FILE_SYNC: stable once answered
     }
     n->writes.cv.notify_all();
@@ -298,17 +318,19 @@ void WriteBack::finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, i
   bool again = false;
   {
     std::lock_guard lk(w.mu);
-    if (err != 0 && !w.error) w.error = err;
-    // Reported once, to the flush or fsync waiting now, and spent only if
-    // one of them took it (a killed caller's was answered already);
-    // background commits leave it for them. Answered under the lock (each
-    // answer is a FUSE reply or a promise), so a flush the reply lets in
-    // cannot report it a second time before it is spent.
-    bool reported = false;
-    for (auto& f : waiters) {
-      if (f && f(w.error)) reported = true;
+    if (err != 0) fail_locked(w, err);
+    // Each flush or fsync waiting now is told of what its open was not.
+    // Answered under the lock (each answer is a FUSE reply or a promise),
+    // so a flush that a reply lets in finds the error marked told.
+    for (auto& [done, seen] : waiters) {
+      if (!done) continue;
+      const std::uint32_t now = w.error_seq;
+      const bool untold = seen->load() != now;
+      if (done(untold ? w.error : 0) && untold) {
+        seen->store(now);
+        w.error_told = true;
+      }
     }
-    if (reported) w.error = 0;
     again = !w.commit_waiters.empty();  // queued while this round ran: their data needs a round of its own
     w.committing = again;
   }
@@ -367,7 +389,7 @@ void WriteBack::commit_all() {
   // waits for its WRITEs and commits them. Committing only what was unstable
   // freed next to nothing when replies were slow (RDMA: the server pulls the
   // data first), and the writers then waited for a new write to try again.
-  for (auto& n : nodes) drain(n, [this, n] { enqueue_commit(n, nullptr); });
+  for (auto& n : nodes) drain(n, [this, n] { enqueue_commit(n, {}); });
 }
 
 std::size_t WriteBack::commit_everything() {

@@ -15,9 +15,13 @@
 //   resend and commit again until every verifier matches; a flush or fsync
 //   drains first, so everything it follows is covered. One round at a time
 //   per file; requests that arrive meanwhile get the next round.
-//   The first WRITE/COMMIT error is kept and reported by the next write(),
-//   flush or fsync (close and fsync report it, as with nfs(5)); a killed
-//   process's flush, answered EINTR already, leaves it for the next.
+//   A WRITE or COMMIT error is reported through each open file description
+//   once, as the kernel's errseq_t does: FileWrites counts the errors, each
+//   open keeps how many it has been told of (ErrorsSeen, sampled at open,
+//   less one while the last error reached nobody), and its next write(),
+//   flush or fsync reports one it was not told of and marks it told (close
+//   and fsync report it, as with nfs(5)). A killed process's flush,
+//   answered EINTR already, tells nobody.
 // Its WRITEs and COMMITs belong to no caller (client::CallOwner 0): a process
 // killed while it waits for them stops waiting (Interrupts::guard), and its
 // data still goes out.
@@ -65,10 +69,19 @@ struct FileWrites {
   Extent* filling = nullptr;  // at most one extent takes more writes
   int in_flight = 0;
   bool overlapped = false;  // since in_flight was last 0, two WRITEs were out at once
-  int error = 0;
+  int error = 0;                // the last WRITE or COMMIT error
+  std::uint32_t error_seq = 0;  // errors met so far
+  bool error_told = true;       // the last one reached some caller
   bool committing = false;
   std::vector<std::function<void()>> drained;
-  std::vector<std::function<bool(int)>> commit_waiters;
+  // What one open file description has been told of its file's errors
+  // (error_seq when it last reported one).
+  using ErrorsSeen = std::shared_ptr<std::atomic<std::uint32_t>>;
+  struct Waiter {
+    std::function<bool(int)> done;  // null: a background commit, which reports nothing
+    ErrorsSeen seen;
+  };
+  std::vector<Waiter> commit_waiters;
   std::chrono::steady_clock::time_point last_write;
 };
 
@@ -81,27 +94,41 @@ class WriteBack {
   WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small, const std::atomic<std::uint64_t>& attrs_epoch);
   ~WriteBack();
 
+  using ErrorsSeen = FileWrites::ErrorsSeen;
+  // For a new open of `n`: the errors its file met before are not its own,
+  // but for the last, if nobody was told of it.
+  ErrorsSeen errors_seen_now(Node& n);
+
   // Takes `size` bytes for the file at `offset`, which `fill` copies to the
   // address it is given (FUSE's buffer may be memory or a pipe); returns 0, or
-  // the error an earlier WRITE of this file met.
+  // (taking nothing) the last error an earlier WRITE or COMMIT of this file
+  // met that the open (`seen`) was not told of, marking it told.
   using Fill = std::function<void(std::uint8_t* dst)>;
   int write(const std::shared_ptr<Node>& n, std::uint64_t offset, std::size_t size, const Fill& fill,
-            const client::Identity& who);
+            const client::Identity& who, const ErrorsSeen& seen);
   // Runs `done` once everything written so far has been answered by the
   // server. `stable_if_alone`: when the file's only data not yet stable is
   // one WRITE's worth, none of it sent, that WRITE goes FILE_SYNC, so nothing
   // is left to COMMIT (the kernel client's FLUSH_COND_STABLE: it flushes a file so
   // before a GETATTR or SETATTR, and at close).
   void drain(const std::shared_ptr<Node>& n, std::function<void()> done, bool stable_if_alone = false);
-  // drain, then COMMIT until the data is stable; `done` gets 0 or the first
-  // error since the last report, and returns whether that reached its
-  // caller (false: answered already, as a killed caller is by
-  // Interrupts::guard; the error is then kept for the next). A null `done`
-  // (background) reports nothing.
+  // drain, then COMMIT until the data is stable; `done` gets 0 or the last
+  // error the file met that the open (`seen`) was not told of, and returns
+  // whether that reached its caller; `seen` then counts it told (not when
+  // the caller was answered already, as a killed one is by
+  // Interrupts::guard). A null `done` (background) reports nothing.
   // When all that is left of the file is one WRITE's worth, nothing sent
   // before it, that WRITE goes FILE_SYNC and no COMMIT follows, as the kernel
   // client flushes such a file (a small file's close: one call, not two).
-  void commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done);
+  void commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done, ErrorsSeen seen = nullptr);
+  // `done` answered 0 whatever the commit met, and nothing counted told: a
+  // flush that reports no error (a descriptor not open for writing).
+  static std::function<bool(int)> untold(std::function<bool(int)> done) {
+    return [done = std::move(done)](int) {
+      done(0);
+      return false;
+    };
+  }
   // The end of the data not yet committed (0 when none): a size the server's
   // attributes may not show yet.
   std::uint64_t pending_end(Node& n);
@@ -121,8 +148,9 @@ class WriteBack {
   Extent* take_filling_locked(FileWrites& w);
   void send(const std::shared_ptr<Node>& n, Extent* e, bool stable = false);
   void on_written(const std::shared_ptr<Node>& n, Extent* e, AttrsAsOf as_of, Result<nfs3::WRITE3res> r);
-  using Waiters = std::vector<std::function<bool(int)>>;
-  void enqueue_commit(const std::shared_ptr<Node>& n, std::function<bool(int)> done);
+  using Waiters = std::vector<FileWrites::Waiter>;
+  static void fail_locked(FileWrites& w, int err);  // counts an error every open is to be told of
+  void enqueue_commit(const std::shared_ptr<Node>& n, FileWrites::Waiter waiter);
   void start_commit(const std::shared_ptr<Node>& n, Waiters waiters);
   void finish_commit(const std::shared_ptr<Node>& n, Waiters waiters, int err);
   void resend(const std::shared_ptr<Node>& n, std::vector<Extent*> list, std::size_t i, Waiters waiters);
