@@ -235,7 +235,7 @@ RdmaClient::Issue RdmaClient::issue_locked(const Call& call, rpc::ReplyHandler& 
   const bool signalled = ++unsignalled_ >= kSendBatch || send_pool_->available() == 0;
   if (signalled) unsignalled_ = 0;
   if (auto r = ep_->post_send(&send_ctx_[slot].op, buf.data(), sent, send_pool_->desc(slot), signalled); !r) {
-    // posted() says whether the connection or the call is at fault.
+    // fabric::post_result says whether the connection or the call is at fault.
     send_pool_->give(slot);
     failed.emplace_back(std::move(it->second.handler), r.error());
     release_locked(it->second);
