@@ -318,6 +318,7 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
 }  // namespace
 
 int main(int argc, char** argv) {
+  nfsrdma::fabric::restore_default_signals();
   CLI::App app{"fabric_bench: raw libfabric RMA bandwidth, send/recv latency and READ- and WRITE-shaped call rates (server when no --peer)"};
   std::string provider, peer;
   std::uint16_t port = 20050;

@@ -15,6 +15,7 @@
 
 #include "client/core/nfs_client.hpp"
 #include "lib/base/log.hpp"
+#include "lib/fabric/fabric.hpp"
 
 using namespace nfsrdma;
 using namespace nfsrdma::nfs3;
@@ -45,6 +46,7 @@ std::size_t parse_size(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nfsrdma::fabric::restore_default_signals();
   CLI::App app{"nfs_bench: NFS READ/WRITE bandwidth through client/core (RPC-RDMA or TCP)"};
   std::string server, proto = "rdma", op = "read", bs_text = "1M", file = "nfs_bench.dat", provider;
   std::uint16_t port = 0, mount_port = 0;

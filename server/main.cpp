@@ -14,6 +14,7 @@
 #include "lib/base/heap.hpp"
 #include "lib/base/log.hpp"
 #include "lib/base/metrics_http.hpp"
+#include "lib/fabric/fabric.hpp"
 #include "server/server.hpp"
 
 using namespace nfsrdma;
@@ -39,6 +40,7 @@ Result<std::vector<server::ExportEntry>> read_exports(const std::string& file, c
 }  // namespace
 
 int main(int argc, char** argv) {
+  fabric::restore_default_signals();  // before the signal mask below, and a crash's core
   // Connections, the open-file cache's two per file, pipes: before any thread.
   reserve_descriptors(4096);
   CLI::App app{"nfsrdma-server: an NFSv3 + MOUNTv3 server exporting local directories"};

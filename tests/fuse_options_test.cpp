@@ -463,6 +463,27 @@ TEST_P(Options, WhatAKilledWriterLeftGoesOutAtTheUnmount) {
   }
 }
 
+// SIGTERM and SIGINT to the daemon unmount, send what the write-behind
+// held, and exit 0 (libinfinipath, loaded with libfabric, had them call
+// exit(1) at once: the data was lost and the mount left dead).
+TEST_P(Options, SigtermAndSigintUnmountAndSendWhatTheWriteBehindHeld) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string name = std::string("held-") + strsignal(sig);
+    const std::string data(256 << 10, static_cast<char>('a' + sig));
+    int fd = ::open(m(name).c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(mount_->terminate(sig), 0) << strsignal(sig) << "\n" << mount_->log();
+    EXPECT_FALSE(mount_->mounted()) << "the mount was left behind on " << strsignal(sig);
+    ::close(fd);
+    const std::string got = get(e(name));
+    EXPECT_TRUE(got == data) << "what the write-behind held was lost on " << strsignal(sig) << ": the server has "
+                             << got.size() << " of its " << data.size() << " bytes";
+    mount_->unmount();
+    mount_->start();
+  }
+}
+
 TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
   server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash,secure)"});
   remount("resvport");

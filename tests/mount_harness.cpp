@@ -69,10 +69,31 @@ void MountProcess::kill_hard() {
   ::umount2(mnt_.path().c_str(), MNT_DETACH);
 }
 
+int MountProcess::terminate(int sig) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, sig);
+  int st = 0, status = -1;
+  for (int i = 0; i < 800; ++i) {
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (status == -1) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
+  return status;
+}
+
+bool MountProcess::mounted() const { return test::mounted(mnt_.path()); }
+
 void MountProcess::start() {
   pid_ = spawn({fuse_binary(), "-f", source_, mnt_.path(), "-o", options_}, log_);
   for (int i = 0; i < 400; ++i) {
-    if (mounted(mnt_.path())) return;
+    if (mounted()) return;
     int st = 0;
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {
       pid_ = -1;
@@ -87,7 +108,10 @@ void MountProcess::start() {
 MountProcess::~MountProcess() { unmount(); }
 
 void MountProcess::unmount() {
-  if (pid_ <= 0) return;
+  if (pid_ <= 0) {
+    if (mounted()) ::umount2(mnt_.path().c_str(), MNT_DETACH);  // left by a process that ended
+    return;
+  }
   if (::umount2(mnt_.path().c_str(), 0) != 0) ::umount2(mnt_.path().c_str(), MNT_DETACH);
   for (int i = 0; i < 200; ++i) {
     int st = 0;

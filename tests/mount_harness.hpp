@@ -25,6 +25,11 @@ class MountProcess {
   void unmount();
   // SIGKILL, and the mount detached; start() mounts again on the same path.
   void kill_hard();
+  // Sends `sig` and waits up to 20 s for the process to end: its exit
+  // status, 128 + the signal that killed it, or -1 if it had to be killed.
+  // A mount it left stays until unmount(); start() mounts again.
+  int terminate(int sig);
+  bool mounted() const;
   void start();
 
  private:

@@ -24,6 +24,7 @@
 #include "lib/base/log.hpp"
 #include "lib/base/metrics.hpp"
 #include "lib/base/metrics_http.hpp"
+#include "lib/fabric/fabric.hpp"
 
 using namespace nfsrdma;
 
@@ -196,6 +197,8 @@ Result<std::unique_ptr<fuse::Filesystem>> connect_with_retries(const fuse::Mount
 }  // namespace
 
 int main(int argc, char** argv) {
+  // ORDER: before fuse_set_signal_handlers, which takes only signals left at SIG_DFL.
+  fabric::restore_default_signals();
   CLI::App app{"nfsrdma-fuse: mount an NFSv3 export over RPC-over-RDMA (or TCP) with FUSE"};
   std::string source, mountpoint, log_level = "info";
   std::vector<std::string> opts;
@@ -312,9 +315,12 @@ int main(int argc, char** argv) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, workers);
   fuse_loop_cfg_set_idle_threads(cfg, workers);
-  int rc = fuse_session_loop_mt(se, cfg);
+  // The signal that ended the loop (libfuse's handlers: SIGTERM, SIGINT,
+  // SIGHUP), 0 for an unmount, or a negative errno from the device.
+  const int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
-  spdlog::info("unmounting {}", mountpoint);
+  const char* sig = rc > 0 ? sigabbrev_np(rc) : nullptr;
+  spdlog::info("unmounting {}{}", mountpoint, sig ? fmt::format(" (SIG{})", sig) : "");
   (*fs)->attach(nullptr);
   fuse_session_unmount(se);
   // ORDER: unmounted, and the default handlers back, before what the
@@ -323,5 +329,5 @@ int main(int argc, char** argv) {
   (*fs)->finish();
   fuse_session_destroy(se);
   fs->reset();
-  return rc == 0 ? 0 : 1;
+  return rc < 0 ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 #include "lib/fabric/fabric.hpp"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <rdma/fi_errno.h>
 
@@ -96,6 +97,15 @@ Result<void> post_result(long rc, const char* what) {
       break;
   }
   return e;
+}
+
+void restore_default_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL, SIGABRT}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN) {
+      ::signal(sig, SIG_DFL);
+    }
+  }
 }
 
 Info::~Info() {

@@ -39,6 +39,18 @@ Error fabric_error(int rc, const std::string& what);
 // the request's own (fail).
 Result<void> post_result(long rc, const char* what);
 
+// Gives SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT back to their
+// default action wherever a library loaded with libfabric took them; the
+// first thing a program's main() does, before it installs handlers of its
+// own. Debian's libfabric links its psm provider's libinfinipath, whose
+// constructor hooks all six unless IPATH_NO_BACKTRACE is set: SIGINT and
+// SIGTERM then call exit(1) from whichever thread gets them (static
+// destructors under running threads; libfuse, which installs its handlers
+// only over SIG_DFL, never unmounts), and a crash leaves a backtrace file in
+// the working directory instead of a core. A signal ignored before that
+// constructor ran is not known any more, and gets its default action too.
+void restore_default_signals();
+
 // "tcp", "verbs" or "sockets"; empty picks verbs when an RDMA device is
 // present, else tcp.
 Result<std::string> choose_provider(const std::string& requested);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <rdma/fi_errno.h>
+#include <signal.h>
 
 #include <future>
 #include <thread>
@@ -41,6 +42,39 @@ TEST(Fabric, APostRefusedForTheConnectionsStateIsTheConnectionsFailure) {
     EXPECT_EQ(r.error().action, Action::fail) << r.error().describe();
     EXPECT_NE(r.error().message.find("fi_sendmsg"), std::string::npos);
   }
+}
+
+void handler(int, siginfo_t*, void*) {}
+sighandler_t disposition(int sig) {
+  struct sigaction now {};
+  ::sigaction(sig, nullptr, &now);
+  return now.sa_handler;
+}
+
+// What libinfinipath's constructor does at load (SA_SIGINFO handlers on six
+// signals), undone; an ignored signal and one outside the six are left.
+TEST(Fabric, HandlersALibraryInstalledAtLoadGoBackToTheDefault) {
+  struct sigaction hook {};
+  hook.sa_sigaction = handler;
+  hook.sa_flags = SA_SIGINFO;
+  struct sigaction old_term {}, old_abrt {}, old_int {}, old_hup {};
+  ::sigaction(SIGTERM, &hook, &old_term);
+  ::sigaction(SIGABRT, &hook, &old_abrt);
+  ::sigaction(SIGHUP, &hook, &old_hup);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ignore, &old_int);
+
+  restore_default_signals();
+  EXPECT_EQ(disposition(SIGTERM), SIG_DFL);
+  EXPECT_EQ(disposition(SIGABRT), SIG_DFL);
+  EXPECT_EQ(disposition(SIGINT), SIG_IGN);
+  EXPECT_NE(disposition(SIGHUP), SIG_DFL);
+
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGABRT, &old_abrt, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ::sigaction(SIGINT, &old_int, nullptr);
 }
 
 TEST(Fabric, UnknownProviderIsRefusedClearly) {

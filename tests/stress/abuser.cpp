@@ -18,6 +18,7 @@
 #include <chrono>
 #include <thread>
 
+#include "lib/fabric/fabric.hpp"
 #include "lib/nfs3/mount3.hpp"
 #include "lib/rpc/sync_call.hpp"
 #include "lib/transport/tcp/tcp_client.hpp"
@@ -187,6 +188,7 @@ void rdma_never_read(const Target& t, Clock::time_point end) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nfsrdma::fabric::restore_default_signals();
   CLI::App app{"abuser: one hostile NFS client of a kind, for a bounded time (tests only)"};
   Target t;
   std::string kind;
