@@ -484,6 +484,48 @@ TEST_P(Options, SigtermAndSigintUnmountAndSendWhatTheWriteBehindHeld) {
   }
 }
 
+// Data the write-behind held that the server never took makes the exit
+// status 1 (a soft mount gives it up), with the reason in the log.
+TEST_P(Options, ASigtermWhoseHeldDataCannotReachTheServerExitsWithOne) {
+  remount("soft,timeo=5,retrans=1");
+  int fd = ::open(m("unsent").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  server_->stop();
+  ASSERT_EQ(::write(fd, "u", 1), 1);
+  EXPECT_EQ(mount_->terminate(SIGTERM), 1) << mount_->log();
+  EXPECT_NE(mount_->log().find("was not committed"), std::string::npos) << mount_->log();
+  ::close(fd);
+  server_->start();
+}
+
+// Calls still waiting on a stopped server when SIGTERM comes are answered
+// before the FUSE session and the daemon's state go, and it exits cleanly.
+TEST_P(Options, SigtermWithCallsWaitingOnAStoppedServerExitsCleanly) {
+  const std::string data(1 << 20, 'w');
+  put(e("waiting"), data);
+  int rd = ::open(m("waiting").c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(rd, 0);
+  auto paused = server_->pause();
+  ASSERT_TRUE(paused);
+  std::vector<pid_t> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.push_back(spawn([&, i] {
+      void* buf = nullptr;
+      if (::posix_memalign(&buf, 4096, 65536) == 0) [[maybe_unused]] auto n = ::pread(rd, buf, 65536, i << 16);
+    }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // their READs wait on the server
+  EXPECT_EQ(mount_->terminate(SIGTERM), 0) << mount_->log();
+  EXPECT_EQ(mount_->log().find("writing device"), std::string::npos) << "answers after the device closed are errors\n"
+                                                                     << mount_->log();
+  for (pid_t r : readers) {
+    int status = 0;
+    EXPECT_EQ(::waitpid(r, &status, 0), r);
+  }
+  ::close(rd);
+  paused.resume();
+}
+
 TEST_P(Options, ResvportDecidesWhetherASecureExportLetsUsIn) {
   server_ = std::make_unique<ServerProcess>(std::vector<std::string>{export_ + " 127.0.0.1(rw,no_root_squash,secure)"});
   remount("resvport");

@@ -105,6 +105,10 @@ class NfsClient {
   // Mounts (MOUNT over TCP), then connects the NFS transport.
   static Result<std::unique_ptr<NfsClient>> connect(const NfsClientOptions& options);
   ~NfsClient();
+  // Ends the links (their threads joined) and answers every call still
+  // waiting with ECANCELED, on this thread; a call made after it is answered
+  // so at once. Idempotent; the destructor calls it.
+  void shutdown();
 
   const nfs3::nfs_fh3& root() const { return root_; }
   const NfsClientOptions& options() const { return options_; }

@@ -130,7 +130,9 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   return c;
 }
 
-NfsClient::~NfsClient() {
+NfsClient::~NfsClient() { shutdown(); }
+
+void NfsClient::shutdown() {
   stopping_ = true;
   cv_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();

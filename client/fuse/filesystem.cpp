@@ -84,9 +84,19 @@ Filesystem::~Filesystem() {
   if (interrupts_) interrupts_->stop();  // ORDER: before what its thread may touch goes
 }
 
-void Filesystem::finish() {
+bool Filesystem::finish() {
   interrupts_->stop();  // no request is left to answer
-  if (auto files = writes_->commit_everything()) spdlog::info("committed what {} file(s) held at the unmount", files);
+  const auto done = writes_->commit_everything();
+  if (done.files > done.failed) {
+    spdlog::info("committed what {} file(s) held at the unmount", done.files - done.failed);
+  }
+  // ORDER: before the FUSE session and this object go. Calls still out (a
+  // request the unmount aborted, the tail of a commit's reply) are answered
+  // here, while what their callbacks reply to and touch is alive; no thread
+  // calls in any more (the FUSE workers are joined, the flusher stopped).
+  nfs_->shutdown();
+  locks_.reset();  // its lock monitor's on_lost tells the session
+  return done.failed == 0;
 }
 
 void Filesystem::fs_init(fuse_conn_info* conn) {

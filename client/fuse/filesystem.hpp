@@ -54,9 +54,11 @@ class Filesystem {
   // The session, for invalidating the kernel's cached attributes (open).
   // nullptr before the session is destroyed.
   void attach(fuse_session* se);
-  // Once the session has ended: what the write-behind still holds goes to
-  // the server before the process exits.
-  void finish();
+  // Once the session has ended, before it is destroyed: what the
+  // write-behind still holds goes to the server, then the NFS client stops
+  // (every call still out answered) and the lock client goes. False when
+  // some of that data did not reach the server.
+  bool finish();
   static const fuse_lowlevel_ops& operations();
   // Every request's calls belong to its caller (client::CallOwner), and an
   // interrupt of it goes to interrupts_ (interrupts.hpp).
@@ -184,10 +186,11 @@ class Filesystem {
   MountOptions options_;
   std::unique_ptr<client::NfsClient> nfs_;
   std::unique_ptr<Interrupts> interrupts_;
-  std::unique_ptr<client::LockClient> locks_;  // null when both lock kinds are local
   std::unique_ptr<NodeTable> nodes_;
   std::unique_ptr<BufferPool> read_pool_, write_pool_, small_pool_;
   std::unique_ptr<WriteBack> writes_;
+  // ORDER: after the nodes its monitor's on_lost looks up, so it goes first.
+  std::unique_ptr<client::LockClient> locks_;  // null when both lock kinds are local
   Callers callers_;
   // An EXCLUSIVE CREATE's verifier: this mount's random start plus one per
   // create, unique within the mount and unlikely to match another's (a

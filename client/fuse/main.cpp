@@ -303,14 +303,15 @@ int main(int argc, char** argv) {
   report_to_parent(0);
   if (!foreground) [[maybe_unused]] int r = ::chdir("/");
 
-  // A worker per core, at least 2. No handler waits for the server (each
-  // replies from the transport's callback), so more workers than cores only
-  // add wake-ups: with 32 on 2 cores, FUSE 4 KiB random reads at QD32 ran
-  // 0.9x and 64 KiB O_DIRECT writes at QD16 0.6x what 2 workers did. A
-  // worker, once started, stays: each new one allocates FUSE's 1 MiB request
-  // buffer in whichever allocator arena it lands on, and with workers coming
-  // and going under load every arena came to keep the most it ever held
-  // (measured: the 10-minute soak's client grew 14% with 8 idle workers).
+  // A worker per core, at least 2. Handlers reply from the transport's
+  // callbacks (only a flush, fsync or lock waits for the server), so more
+  // workers than cores only add wake-ups: with 32 on 2 cores, FUSE 4 KiB
+  // random reads at QD32 ran 0.9x and 64 KiB O_DIRECT writes at QD16 0.6x
+  // what 2 workers did. A worker, once started, stays: each new one
+  // allocates FUSE's 1 MiB request buffer in whichever allocator arena it
+  // lands on, and with workers coming and going under load every arena came
+  // to keep the most it ever held (measured: the 10-minute soak's client grew
+  // 14% with 8 idle workers).
   const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 2u, 32u);
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, workers);
@@ -322,12 +323,15 @@ int main(int argc, char** argv) {
   const char* sig = rc > 0 ? sigabbrev_np(rc) : nullptr;
   spdlog::info("unmounting {}{}", mountpoint, sig ? fmt::format(" (SIG{})", sig) : "");
   (*fs)->attach(nullptr);
+  // The loop's end cleared the session's exit mark; set again, the replies
+  // finish() gives to calls still out, into a closed device, go quietly.
+  fuse_session_exit(se);
   fuse_session_unmount(se);
   // ORDER: unmounted, and the default handlers back, before what the
   // write-behind holds goes out: a second SIGTERM then ends the wait.
   fuse_remove_signal_handlers(se);
-  (*fs)->finish();
+  const bool all_sent = (*fs)->finish();
   fuse_session_destroy(se);
   fs->reset();
-  return rc < 0 ? 1 : 0;
+  return rc < 0 || !all_sent ? 1 : 0;
 }

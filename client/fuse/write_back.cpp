@@ -23,13 +23,15 @@ WriteBack::WriteBack(client::NfsClient& nfs, BufferPool& big, BufferPool& small,
   flusher_ = std::thread([this] { flusher_loop(); });
 }
 
-WriteBack::~WriteBack() {
+WriteBack::~WriteBack() { stop_flusher(); }
+
+void WriteBack::stop_flusher() {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  flusher_.join();
+  if (flusher_.joinable()) flusher_.join();
 }
 
 // The file's filling extent, now `sending` (the caller sends it), or null.
@@ -392,17 +394,19 @@ void WriteBack::commit_all() {
   for (auto& n : nodes) drain(n, [this, n] { enqueue_commit(n, {}); });
 }
 
-std::size_t WriteBack::commit_everything() {
+WriteBack::Committed WriteBack::commit_everything() {
+  stop_flusher();  // ORDER: no WRITE or COMMIT of its own goes out after this
   std::vector<std::shared_ptr<Node>> nodes;
   {
     std::lock_guard lk(mu_);
     for (auto& [p, n] : dirty_) nodes.push_back(n);
   }
-  if (nodes.empty()) return 0;
+  if (nodes.empty()) return {};
   struct Left {
     std::mutex mu;
     std::condition_variable cv;
     std::size_t files = 0;
+    std::size_t failed = 0;
   };
   auto left = std::make_shared<Left>();
   left->files = nodes.size();
@@ -411,6 +415,7 @@ std::size_t WriteBack::commit_everything() {
     commit(n, [left](int err) {
       if (err) spdlog::error("nfs: data written before the unmount was not committed: {}", std::strerror(err));
       std::lock_guard lk(left->mu);
+      if (err) ++left->failed;
       if (--left->files == 0) left->cv.notify_all();
       return true;
     });
@@ -420,7 +425,7 @@ std::size_t WriteBack::commit_everything() {
     spdlog::warn("nfs: waiting for the server to take what {} files still hold before exiting (SIGKILL loses it)",
                  left->files);
   }
-  return nodes.size();
+  return {nodes.size(), left->failed};
 }
 
 void WriteBack::flusher_loop() {

@@ -138,10 +138,14 @@ class WriteBack {
   // nothing is left empty for the commit round that may hold it to drop.
   void truncate(Node& n, std::uint64_t size);
   bool idle(Node& n);
-  // At the end of the mount: every file's data sent and committed, waiting as
-  // a hard mount waits (a killed process's close may have left some behind).
-  // Returns how many files had data.
-  std::size_t commit_everything();
+  // At the end of the mount: the flusher stopped, then every file's data sent
+  // and committed, waiting as a hard mount waits (a killed process's close may
+  // have left some behind). After it nothing here calls the NFS client.
+  struct Committed {
+    std::size_t files = 0;   // files that had data
+    std::size_t failed = 0;  // of them, those whose data the server did not take
+  };
+  Committed commit_everything();
 
  private:
   using Extent = FileWrites::Extent;
@@ -159,6 +163,7 @@ class WriteBack {
   void untrack_if_clean(Node& n);
   void commit_all();
   void flusher_loop();
+  void stop_flusher();  // idempotent
 
   client::NfsClient& nfs_;
   BufferPool &big_, &small_;
