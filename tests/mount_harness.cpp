@@ -72,8 +72,12 @@ void MountProcess::kill_hard() {
 int MountProcess::terminate(int sig) {
   if (pid_ <= 0) return -1;
   ::kill(pid_, sig);
+  return reap(std::chrono::seconds(20));
+}
+
+int MountProcess::reap(std::chrono::milliseconds patience) {
   int st = 0, status = -1;
-  for (int i = 0; i < 800; ++i) {
+  for (auto waited = std::chrono::milliseconds(0); waited < patience; waited += std::chrono::milliseconds(25)) {
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {
       status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       break;
@@ -113,17 +117,7 @@ void MountProcess::unmount() {
     return;
   }
   if (::umount2(mnt_.path().c_str(), 0) != 0) ::umount2(mnt_.path().c_str(), MNT_DETACH);
-  for (int i = 0; i < 200; ++i) {
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  reap(std::chrono::seconds(5));
 }
 
 std::string MountProcess::log() const { return slurp(log_); }

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ class MountProcess {
   std::string log_;
   std::string source_, options_;
   pid_t pid_ = -1;
+  // Waits up to `patience` for the process to end, then SIGKILLs it: its
+  // exit status, 128 + the signal that ended it, or -1 if it was killed here.
+  int reap(std::chrono::milliseconds patience);
 };
 
 // The -o list that reaches `server` over `proto` ("rdma" or "tcp").
