@@ -165,11 +165,17 @@ engine_to() {  # kernel|ours: writes then reads back, 4 KiB to 1 MiB, verified
 
 bench_tools() {  # fabric_bench (raw RMA) and nfs_bench (NFS through client/core) on verbs
   "$BUILD/bench/fabric_bench" --provider verbs --port 20070 >/dev/null 2>&1 &
-  local fb=$!
-  sleep 0.5
-  timeout 120 "$BUILD/bench/fabric_bench" --provider verbs --peer "$SERVER_IP" --port 20070 --seconds 0.3 --depth 8 \
-    --buffer-mib 16 >/tmp/fabric.txt
-  local rc=$?
+  local fb=$! rc try
+  # The server listens once its start-up is done (libinfinipath, loaded with
+  # libfabric, calibrates for a while, longer under TCG): until then, refused.
+  for try in $(seq 40); do
+    timeout 120 "$BUILD/bench/fabric_bench" --provider verbs --peer "$SERVER_IP" --port 20070 --seconds 0.3 \
+      --depth 8 --buffer-mib 16 >/tmp/fabric.txt 2>/tmp/fabric.err
+    rc=$?
+    { [ $rc = 0 ] || ! grep -q "Connection refused" /tmp/fabric.err; } && break
+    sleep 0.25
+  done
+  cat /tmp/fabric.err >&2
   kill $fb; wait $fb 2>/dev/null
   cat /tmp/fabric.txt
   [ $rc = 0 ] && grep -q "RMA Read bandwidth" /tmp/fabric.txt || die "fabric_bench on verbs failed"
