@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,6 +34,7 @@ struct nfsrdma_session {
   // also from the client's maintenance thread (timeouts, shutdown): hence the lock.
   std::mutex mu;
   DoneQueue done;  // guarded by mu
+  std::optional<client::NfsClient::SendBatch> batch;  // fio's thread only
 };
 
 namespace {
@@ -258,6 +260,10 @@ extern "C" int nfsrdma_submit(nfsrdma_session* s, void* file, int op, void* buf,
   }
   return 0;
 }
+
+extern "C" void nfsrdma_batch_begin(nfsrdma_session* s) { s->batch.emplace(*s->nfs); }
+
+extern "C" void nfsrdma_batch_end(nfsrdma_session* s) { s->batch.reset(); }
 
 namespace {
 

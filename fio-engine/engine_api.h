@@ -36,6 +36,10 @@ int nfsrdma_unlink(struct nfsrdma_session *s, const char *path);
  * op: 0 read, 1 write, 2 commit (fsync). 0 or -errno if it could not start. */
 int nfsrdma_submit(struct nfsrdma_session *s, void *file, int op, void *buf, size_t len, uint64_t offset,
                    void *cookie);
+/* I/Os submitted between these two may leave together when the batch ends
+ * (over TCP in one write): commit() brackets the io_us fio hands it. */
+void nfsrdma_batch_begin(struct nfsrdma_session *s);
+void nfsrdma_batch_end(struct nfsrdma_session *s);
 /* Waits for at least `min` completions (until `t`, if given) and returns up to
  * `max`: cookies[i] with results[i] = bytes moved, or -errno. */
 int nfsrdma_reap(struct nfsrdma_session *s, unsigned min, unsigned max, const struct timespec *t, void **cookies,

@@ -187,6 +187,8 @@ static enum fio_q_status nfsrdma_queue(struct thread_data *td, struct io_u *io_u
 static int nfsrdma_commit(struct thread_data *td) {
   struct engine_data *ed = td->io_ops_data;
   unsigned int i;
+  if (!ed->nr_queued) return 0;
+  nfsrdma_batch_begin(ed->session);
   for (i = 0; i < ed->nr_queued; i++) {
     struct io_u *io_u = ed->queued[i];
     int op = io_u->ddir == DDIR_READ ? 0 : io_u->ddir == DDIR_WRITE ? 1 : 2;
@@ -197,6 +199,7 @@ static int nfsrdma_commit(struct thread_data *td) {
       io_u->error = -r;
     }
   }
+  nfsrdma_batch_end(ed->session);
   ed->nr_queued = 0;
   return 0;
 }

@@ -102,6 +102,7 @@ struct Identity {
 
 class NfsClient {
  public:
+  using Transports = std::vector<std::shared_ptr<rpc::ClientTransport>>;
   // Mounts (MOUNT over TCP), then connects the NFS transport.
   static Result<std::unique_ptr<NfsClient>> connect(const NfsClientOptions& options);
   ~NfsClient();
@@ -117,6 +118,20 @@ class NfsClient {
   // that arrived, waiting up to `timeout_ms` (0: not at all) for the first.
   // Returns how many ran; 0 while the connection is being remade.
   std::size_t progress(int timeout_ms);
+  // Calls made on the client while a SendBatch lives (resends by its own
+  // threads too) may wait and leave together when it ends
+  // (ClientTransport::hold_sends): the fio engine's commit sends what fio
+  // queued with one write over TCP.
+  class SendBatch {
+   public:
+    explicit SendBatch(NfsClient& client);
+    ~SendBatch();
+    SendBatch(const SendBatch&) = delete;
+    SendBatch& operator=(const SendBatch&) = delete;
+
+   private:
+    std::shared_ptr<const Transports> held_;  // the links' transports when it began
+  };
   std::uint64_t reconnects() const { return reconnects_; }
   // Each link's state, for tests and logs.
   struct LinkState {
@@ -310,7 +325,6 @@ class NfsClient {
     LinkSeries series{};
     std::string name() const;
   };
-  using Transports = std::vector<std::shared_ptr<rpc::ClientTransport>>;
   // A transport for `link`, with `regions` registered.
   Result<std::shared_ptr<rpc::ClientTransport>> make_transport(const Link& link,
                                                                const std::vector<std::span<std::uint8_t>>& regions);

@@ -379,6 +379,20 @@ std::size_t NfsClient::progress(int timeout_ms) {
   return ran;
 }
 
+NfsClient::SendBatch::SendBatch(NfsClient& client) {
+  {
+    std::lock_guard lk(client.mu_);
+    held_ = client.progressing_;
+  }
+  if (held_)
+    for (auto& t : *held_) t->hold_sends();
+}
+
+NfsClient::SendBatch::~SendBatch() {
+  if (held_)
+    for (auto& t : *held_) t->send_held();
+}
+
 Result<void> NfsClient::register_memory(std::span<std::uint8_t> region) {
   std::lock_guard lk(mu_);
   for (Link& l : links_) {

@@ -70,6 +70,15 @@ class ClientTransport {
     (void)timeout_ms;
     return std::size_t{0};
   }
+  // Calls made from now until send_held() may wait in the transport and
+  // leave together, so a caller with several to make at once (the fio
+  // engine's commit) pays the wire's cost per send once: a caller-driven
+  // TCP transport writes them with one sendmsg, and its progress() sends
+  // what is held first. One with threads of its own (calls from many
+  // threads), and RDMA (one post per message, the provider offering no
+  // batch), send at once and ignore these.
+  virtual void hold_sends() {}
+  virtual void send_held() {}
   // Registers caller memory once (e.g. fio's I/O buffers) so payloads and
   // reply data inside it move without copies. Payloads there must stay
   // unchanged until their reply. Transports with nothing to register accept it.

@@ -32,6 +32,8 @@ Result<std::unique_ptr<TcpClient>> TcpClient::connect(const std::string& host, s
 
 TcpClient::TcpClient(Fd fd, TcpClientOptions options, std::string peer)
     : fd_(std::move(fd)), options_(std::move(options)), peer_(std::move(peer)) {
+  held_.reserve(kMostHeld);
+  held_iov_.reserve(5 * kMostHeld);
   if (!options_.caller_progress) reading_ = std::thread([this] { reader_loop(); });
 }
 
@@ -56,20 +58,43 @@ void TcpClient::call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) 
     on_reply(Error{ErrorDomain::rpc, ENOTCONN, Action::reconnect, "rpc: connection to " + peer_ + " is down"});
     return;
   }
+  held_.push_back(Held{record_mark(static_cast<std::uint32_t>(call.message.stream_bytes())), call.message});
+  if (!holding_ || held_.size() == kMostHeld) send_held_locked();
+}
+
+void TcpClient::hold_sends() {
+  if (!options_.caller_progress) return;  // calls from many threads: each sends its own
+  std::lock_guard send_lk(send_mu_);
+  holding_ = true;
+}
+
+void TcpClient::send_held() {
+  std::lock_guard send_lk(send_mu_);
+  holding_ = false;
+  send_held_locked();
+}
+
+void TcpClient::send_held_locked() {
+  if (held_.empty()) return;
   static const std::uint8_t kZeros[4] = {};
-  const xdr::Parts& m = call.message;
-  std::size_t pad = xdr::pad4(m.payload.size()) - m.payload.size();
-  auto mark = record_mark(static_cast<std::uint32_t>(m.stream_bytes()));
-  iovec iov[5] = {
-      {mark.data(), 4},
-      {const_cast<std::uint8_t*>(m.head.data()), m.head.size()},
-      {const_cast<std::uint8_t*>(m.payload.data()), m.payload.size()},
-      {const_cast<std::uint8_t*>(kZeros), pad},
-      {const_cast<std::uint8_t*>(m.tail.data()), m.tail.size()},
-  };
+  held_iov_.clear();
+  for (Held& h : held_) {
+    const xdr::Parts& m = h.message;
+    std::size_t pad = xdr::pad4(m.payload.size()) - m.payload.size();
+    held_iov_.push_back({h.mark.data(), 4});
+    held_iov_.push_back({const_cast<std::uint8_t*>(m.head.data()), m.head.size()});
+    if (!m.payload.empty()) held_iov_.push_back({const_cast<std::uint8_t*>(m.payload.data()), m.payload.size()});
+    if (pad) held_iov_.push_back({const_cast<std::uint8_t*>(kZeros), pad});
+    if (!m.tail.empty()) held_iov_.push_back({const_cast<std::uint8_t*>(m.tail.data()), m.tail.size()});
+  }
+  send_locked(held_iov_.data(), static_cast<int>(held_iov_.size()));
+  held_.clear();
+}
+
+void TcpClient::send_locked(iovec* iov, int count) {
   SendFull full;
   if (options_.caller_progress) full = [this] { return absorb(); };
-  if (auto r = send_all(fd_.get(), iov, 5, full); !r) {
+  if (auto r = send_all(fd_.get(), iov, count, full); !r) {
     spdlog::info("rpc: send to {} failed: {}", peer_, r.error().describe());
     {
       std::lock_guard lk(calls_mu_);
@@ -108,6 +133,14 @@ Result<void> TcpClient::absorb() {
 void TcpClient::fail_all(const Error& e) {
   Fifo<Absorbed> absorbed;
   std::vector<rpc::ReplyHandler> pending;
+  // The connection is over: a send blocked on it returns, and the calls a
+  // hold kept are dropped before their callers hear, since they may then
+  // free what those calls' parts view.
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  {
+    std::lock_guard slk(send_mu_);
+    held_.clear();
+  }
   {
     // Both at once, and the end recorded: an absorb() after this takes no
     // handler out of calls_ into a queue nobody would empty.
@@ -174,6 +207,10 @@ void TcpClient::reader_loop() {
 
 Result<std::size_t> TcpClient::progress(int timeout_ms) {
   if (!options_.caller_progress) return std::size_t{0};
+  {
+    std::lock_guard send_lk(send_mu_);
+    send_held_locked();  // their replies may be what the caller waits for
+  }
   std::size_t ran = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (ran < kProgressBatch) {

@@ -14,6 +14,9 @@
 // reconnect and retransmit.
 #pragma once
 
+#include <sys/uio.h>
+
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory_resource>
@@ -52,6 +55,8 @@ class TcpClient final : public rpc::ClientTransport {
   void call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) override;
   void shutdown() override;
   Result<std::size_t> progress(int timeout_ms) override;
+  void hold_sends() override;
+  void send_held() override;
 
  private:
   TcpClient(Fd fd, TcpClientOptions options, std::string peer);
@@ -69,11 +74,25 @@ class TcpClient final : public rpc::ClientTransport {
   void deliver(std::span<const std::uint8_t> reply);  // to the call it answers, if still pending
   // Ends every call: the ones absorb() has replies for with them, the rest with `e`.
   void fail_all(const Error& e);
+  // Writes `iov` whole; on failure marks the connection broken and shuts it
+  // (whoever reads next fails the calls). With send_mu_ held.
+  void send_locked(iovec* iov, int count);
+  void send_held_locked();  // what hold_sends() kept, in one write
 
   Fd fd_;
   TcpClientOptions options_;
   std::string peer_;
   std::mutex send_mu_;  // ORDER: send_mu_ before recv_mu_ before calls_mu_
+  // Calls hold_sends() kept (at most kMostHeld), with their record marks;
+  // their room is kept for the next. Guarded by send_mu_.
+  struct Held {
+    std::array<std::uint8_t, 4> mark;
+    xdr::Parts message;
+  };
+  static constexpr std::size_t kMostHeld = 64;
+  std::vector<Held> held_;
+  std::vector<iovec> held_iov_;
+  bool holding_ = false;
   std::mutex recv_mu_;  // guards the five below
   BufferShelf shelf_{1, 1};  // one record at a time: its room is kept for the next
   // A read brings up to 64 KiB of small replies: a server answering a batch

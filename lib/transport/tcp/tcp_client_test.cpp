@@ -1,5 +1,6 @@
 // TcpClient driven by its caller (TcpClientOptions::caller_progress, as the
-// fio engine runs it), against a peer that answers every call in turn.
+// fio engine runs it), against a peer that answers every call in turn; calls
+// held to leave together (hold_sends) as the engine's commit holds them.
 #include "lib/transport/tcp/tcp_client.hpp"
 
 #include <gtest/gtest.h>
@@ -113,6 +114,101 @@ TEST(CallerDrivenTcpClient, RepliesRunOnlyInProgressOnTheCallingThread) {
   while (ran < 3 && std::chrono::steady_clock::now() < until) ASSERT_TRUE(client->progress(100).ok());
   EXPECT_EQ(ran, 3u);
   EXPECT_FALSE(elsewhere);
+}
+
+// Calls numbered first..first+n-1, each message 40 bytes whose first word is
+// its xid; every reply counted in `ran`.
+void make_calls(TcpClient& client, std::vector<std::vector<std::uint8_t>>& messages, std::uint32_t first,
+                std::size_t n, std::size_t& ran) {
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& m = messages.emplace_back(40, 0);
+    const std::uint32_t xid = first + static_cast<std::uint32_t>(i);
+    m[2] = static_cast<std::uint8_t>(xid >> 8);
+    m[3] = static_cast<std::uint8_t>(xid);
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = xdr::Parts{m};
+    client.call(call, [&ran](Result<xdr::Parts> reply) {
+      EXPECT_TRUE(reply.ok());
+      ++ran;
+    });
+  }
+}
+
+bool peer_replied(const ReplyingPeer& peer, std::size_t n) {
+  for (int i = 0; i < 500 && peer.replied() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return peer.replied() >= n;
+}
+
+TEST(CallerDrivenTcpClient, HeldCallsLeaveWhenTheHoldEndsOrFillsABatch) {
+  ReplyingPeer peer(16);
+  auto client = caller_driven(peer.port());
+  ASSERT_TRUE(client);
+  std::vector<std::vector<std::uint8_t>> messages;
+  messages.reserve(100);  // each kept, unmoved, until its reply
+  std::size_t ran = 0;
+  client->hold_sends();
+  make_calls(*client, messages, 1, 3, ran);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(peer.replied(), 0u) << "a held call was sent before send_held()";
+  client->send_held();
+  ASSERT_TRUE(peer_replied(peer, 3));
+  // A hold keeps at most 64: the 64th sends them, the 65th waits.
+  client->hold_sends();
+  make_calls(*client, messages, 4, 65, ran);
+  ASSERT_TRUE(peer_replied(peer, 3 + 64));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(peer.replied(), 3u + 64) << "the 65th held call was sent before send_held()";
+  client->send_held();
+  ASSERT_TRUE(peer_replied(peer, 3 + 65));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ran < 68 && std::chrono::steady_clock::now() < until) ASSERT_TRUE(client->progress(100).ok());
+  EXPECT_EQ(ran, 68u);
+}
+
+TEST(CallerDrivenTcpClient, ProgressSendsWhatAHoldKept) {
+  ReplyingPeer peer(16);
+  auto client = caller_driven(peer.port());
+  ASSERT_TRUE(client);
+  std::vector<std::vector<std::uint8_t>> messages;
+  messages.reserve(2);
+  std::size_t ran = 0;
+  client->hold_sends();
+  make_calls(*client, messages, 1, 2, ran);
+  // Waiting for replies to calls still held would wait for ever.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ran < 2 && std::chrono::steady_clock::now() < until) ASSERT_TRUE(client->progress(100).ok());
+  EXPECT_EQ(ran, 2u);
+  client->send_held();
+}
+
+// A connection that ends while calls are held fails them, and their callers
+// may free the messages at once: the hold's end then sends nothing.
+TEST(CallerDrivenTcpClient, HeldCallsOfAConnectionThatEndedFailAndAreNotSent) {
+  ReplyingPeer peer(16);
+  auto client = caller_driven(peer.port());
+  ASSERT_TRUE(client);
+  std::vector<std::unique_ptr<std::vector<std::uint8_t>>> messages;
+  messages.reserve(3);  // each callback holds its own entry
+  std::size_t failed = 0;
+  client->hold_sends();
+  for (std::uint32_t xid = 1; xid <= 3; ++xid) {
+    auto& m = messages.emplace_back(std::make_unique<std::vector<std::uint8_t>>(40, 0));
+    (*m)[3] = static_cast<std::uint8_t>(xid);
+    rpc::OutgoingCall call;
+    call.xid = xid;
+    call.message = xdr::Parts{*m};
+    client->call(call, [&failed, &m](Result<xdr::Parts> reply) {
+      EXPECT_FALSE(reply.ok());
+      ++failed;
+      m.reset();  // the caller's memory goes once its call has ended
+    });
+  }
+  client->shutdown();
+  EXPECT_EQ(failed, 3u);
+  client->send_held();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(peer.replied(), 0u);
 }
 
 // 32 calls of 1 MiB, sent one after another without a progress() between
