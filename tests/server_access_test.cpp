@@ -270,6 +270,11 @@ TEST_F(ServerAccess, KeptOpenFilesAreCheckedForEveryCall) {
   ASSERT_EQ(::chmod((dir_.path() + "/mine").c_str(), 0), 0);
   EXPECT_EQ(status(owner, Proc::READ), NFS3_OK);  // the owner's override, as before
   EXPECT_EQ(status(owner, Proc::WRITE), NFS3_OK);
+  // The owner now, not when opened: given away, the file is its new owner's to read.
+  ASSERT_EQ(::chown((dir_.path() + "/mine").c_str(), 1001, 1001), 0);
+  ASSERT_EQ(::chmod((dir_.path() + "/mine").c_str(), 0600), 0);
+  EXPECT_EQ(status(owner, Proc::READ), NFS3ERR_ACCES);
+  EXPECT_EQ(status(other, Proc::READ), NFS3_OK);
   // Removed on the server itself: stale, as a reopen by handle would say.
   ASSERT_EQ(::unlink((dir_.path() + "/mine").c_str()), 0);
   EXPECT_EQ(status(owner, Proc::READ), NFS3ERR_STALE);
