@@ -156,21 +156,15 @@ std::uint32_t Decoder::count(std::size_t, std::uint32_t max, std::size_t min_ele
 
 void Decoder::skip(std::size_t n) { take(pad4(n)); }
 
-void Encoder::u32(std::uint32_t v) {
-  std::size_t at = out_.size();
-  out_.resize(at + 4);
-  store_be32(out_.data() + at, v);
-}
-
 void Encoder::u64(std::uint64_t v) {
   u32(static_cast<std::uint32_t>(v >> 32));
   u32(static_cast<std::uint32_t>(v));
 }
 
 void Encoder::fixed(std::span<const std::uint8_t> in) {
-  std::size_t at = out_.size();
-  out_.resize(at + pad4(in.size()), 0);
-  if (!in.empty()) std::memcpy(out_.data() + at, in.data(), in.size());
+  static const std::uint8_t kZeros[4] = {};
+  out_.insert(out_.end(), in.begin(), in.end());
+  out_.insert(out_.end(), kZeros, kZeros + (pad4(in.size()) - in.size()));
 }
 
 void Encoder::opaque_view(std::span<const std::uint8_t> in, std::uint32_t max) {

@@ -140,7 +140,13 @@ class Encoder {
   // Drops what was written after byte `at` (to replace a half-built reply).
   void truncate(std::size_t at) { out_.resize(at); }
 
-  void u32(std::uint32_t v);
+  // Appended, not resized into: growing a vector by resize() zero-fills
+  // through an out-of-line call per field.
+  void u32(std::uint32_t v) {
+    const std::uint8_t b[4] = {static_cast<std::uint8_t>(v >> 24), static_cast<std::uint8_t>(v >> 16),
+                               static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)};
+    out_.insert(out_.end(), b, b + 4);
+  }
   void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
   void u64(std::uint64_t v);
   void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
