@@ -21,7 +21,8 @@ def ratio_of(cell, key):
 
 def title(ab, repeats):
     return (f"two builds in turn: base {ab['base']['commit']} ({ab['base']['build']}), new {ab['new']['commit']} "
-            f"({ab['new']['build']}); the fio engine x{ab['jobs']}, {ab['provider']} provider, " +
+            f"({ab['new']['build']}); the fio engine x{ab['jobs']}" +
+            (", I/Os submitted and reaped in batches" if ab.get("batch") else "") + f", {ab['provider']} provider, " +
             (f"medians of {repeats} rounds" if repeats > 1 else "one round"))
 
 

@@ -80,6 +80,12 @@ def check_build(build):
             raise SystemExit(f"bench/compare: {build}/{f} is not built (ninja -C {build} {f})")
 
 
+def batch_args(batch, depth):
+    """fio submitting and reaping up to `depth` I/Os at once (one engine
+    commit sends them together), or, by default, each on its own."""
+    return [f"--iodepth_batch_submit={depth}", f"--iodepth_batch_complete_max={depth}"] if batch else []
+
+
 def per_call_us(s_per_gib, bs):
     return s_per_gib * bytes_of(bs) / 2**30 * 1e6
 
@@ -109,7 +115,7 @@ def run(a, measure, log):
                         name = f"{rnd}-{t}-{rw}-{bs}-qd{depth}-{who}"
                         args = (matrix.engine_args(h, os.path.join(builds[who], "fio-engine/nfsrdma.so"), t, "data") +
                                 matrix.fio_common(name, rw, bs, depth, seconds, "256M") +
-                                [f"--numjobs={a.jobs}", "--group_reporting"])
+                                [f"--numjobs={a.jobs}", "--group_reporting"] + batch_args(a.batch, depth))
                         try:
                             s = measure(h, args, os.path.join(h.work, name), 1, rw, [server.pid], p_seconds=seconds)
                         except RuntimeError as e:  # the other runs still count; this one is said and left out
@@ -131,7 +137,7 @@ def run(a, measure, log):
     keys = ("cpu_server_us_per_call", "cpu_client_us_per_call")
     out = {"base": {"build": builds["base"], "commit": commit_of(builds["base"])},
            "new": {"build": builds["new"], "commit": commit_of(builds["new"])},
-           "jobs": a.jobs, "provider": a.provider, "cells": []}
+           "jobs": a.jobs, "batch": a.batch, "provider": a.provider, "cells": []}
     for t in transports:
         for rw, bs, depth in cells:
             cell = {"transport": t, "workload": rw, "bs": bs, "iodepth": depth}

@@ -12,7 +12,7 @@ prints a table.
                         kernel-smallfiles|kernel-smoke]
                        [--build build] [--out DIR]
   bench/compare/run.py --preset ab --base OLD-BUILD [--build build] [--cells randread:4k:32,...]
-                       [--transports rdma,tcp] [--jobs 1] [--repeats 3] [--seconds 8] [--workdir /var/tmp]
+                       [--transports rdma,tcp] [--jobs 1] [--batch] [--repeats 3] [--seconds 8] [--workdir /var/tmp]
 """
 import argparse
 import datetime
@@ -221,6 +221,9 @@ def main():
     ab_args.add_argument("--cells", help=f"workload:bs:depth,... through the fio engine (default: {ab.DEFAULT_CELLS})")
     ab_args.add_argument("--transports", help="rdma,tcp (default: both)")
     ab_args.add_argument("--jobs", type=int, default=1, help="fio jobs, each with its own connection (default: 1)")
+    ab_args.add_argument("--batch", action="store_true",
+                         help="fio submits and reaps up to each cell's depth at once (iodepth_batch_submit, "
+                              "iodepth_batch_complete_max), which the engine sends together (default: one by one)")
     ab_args.add_argument("--workdir", help="where the export lives (default: /var/tmp); its filesystem matters")
     a = ap.parse_args()
     if (a.preset == "ab") != bool(a.base):
@@ -231,8 +234,8 @@ def main():
             check()
         except ValueError as e:
             ap.error(f"{opt}: {e}")
-    if a.preset != "ab" and (a.cells or a.transports or a.workdir or a.jobs != 1):
-        ap.error("--cells, --transports, --jobs and --workdir go with --preset ab")
+    if a.preset != "ab" and (a.cells or a.transports or a.workdir or a.jobs != 1 or a.batch):
+        ap.error("--cells, --transports, --jobs, --batch and --workdir go with --preset ab")
     if a.jobs < 1 or (a.repeats is not None and a.repeats < 1) or (a.seconds is not None and a.seconds <= 0):
         ap.error("--jobs and --repeats must be 1 or more, --seconds above 0")
     if os.geteuid() != 0:

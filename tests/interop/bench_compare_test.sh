@@ -101,9 +101,9 @@ PY
 # cell has both sides' figures and their ratio, in results.json, the table and
 # the report.
 python3 "$SRC/bench/compare/run.py" --preset ab --base "$BUILD_DIR" --build "$BUILD_DIR" --cells randread:4k:8 \
-  --transports rdma,tcp --repeats 1 --seconds 1 --out "$WORK/ab" >"$WORK/ab-table" 2>"$WORK/ab-progress" ||
+  --transports rdma,tcp --batch --repeats 1 --seconds 1 --out "$WORK/ab" >"$WORK/ab-table" 2>"$WORK/ab-progress" ||
   { cat "$WORK/ab-progress"; fail "bench/compare/run.py --preset ab failed"; }
-grep -q "^two builds in turn" "$WORK/ab-table" && grep -q "^rdma rand read 4k QD8" "$WORK/ab-table" ||
+grep -q "^two builds in turn.*in batches" "$WORK/ab-table" && grep -q "^rdma rand read 4k QD8" "$WORK/ab-table" ||
   { cat "$WORK/ab-table"; fail "no two-build table"; }
 python3 - "$WORK/ab/results.json" <<'PY' || fail "the two-build results are incomplete"
 import json, sys
@@ -115,6 +115,7 @@ for c in ab["cells"]:
         assert s["iops"]["median"] > 0 and s["cpu_server_us_per_call"] > 0 and s["cpu_client_us_per_call"] > 0, (who, s)
     assert abs(c["new_over_base"]["iops"] - c["new"]["iops"]["median"] / c["base"]["iops"]["median"]) < 1e-9, c
 assert ab["base"]["commit"] != "?", ab["base"]
+assert ab["batch"] is True, ab
 print("ok: two builds, both transports, both sides measured")
 PY
 check_report "$WORK/ab/report.html" 0
