@@ -116,9 +116,10 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
   }
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
-  // the thread's fsuid, fsgid and groups). Its owner may whatever the mode
-  // says (nfsd's owner override): a READ of the owner's asks nothing more,
-  // as a refusal could only be EACCES; a WRITE asks, for EROFS and EPERM.
+  // the thread's fsuid, fsgid and groups). Its owner may read and write it
+  // whatever the mode says (nfsd's owner override): an owner's READ asks
+  // nothing more, as a refusal could only be EACCES; a WRITE asks, for EROFS
+  // and EPERM.
   if (::fstat(f->io.get(), &st) != 0) return errno_to_nfsstat3(errno);
   if (st.st_nlink == 0) {
     files_.forget(fh);
