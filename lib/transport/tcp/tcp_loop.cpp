@@ -134,17 +134,13 @@ class TcpConnection final : public std::enable_shared_from_this<TcpConnection> {
     update_events_locked();
   }
 
-  // Loop thread, around the calls of one receive batch: the replies the
+  // Loop thread, around the calls of one readable turn: the replies the
   // loop makes meanwhile (inline calls) wait in out_, and leave together in
-  // one sendmsg at flush_batch() or uncork(): one syscall and one wake of
-  // the client for the batch, not one per call.
+  // one sendmsg at uncork() or when a send's most have gathered: one
+  // syscall and one wake of the client for the batch, not one per call.
   void cork() {
     std::lock_guard lk(mu_);
     corked_ = true;
-  }
-  void flush_batch() {
-    std::lock_guard lk(mu_);
-    send_batch_locked();
   }
   void uncork() {
     std::lock_guard lk(mu_);
@@ -581,9 +577,12 @@ void TcpLoop::on_readable(const std::shared_ptr<TcpConnection>& c) {
       if (!more) return;
       continue;
     }
-    // The received calls are all handed out: their replies go now, before
-    // a recv that may find nothing (a lone call's reply waits for no syscall).
-    c->flush_batch();
+    // The received calls are all handed out. When the last recv emptied the
+    // socket, their replies go now (at the cork's end), before a recv that
+    // would find nothing: a lone call's reply waits for no syscall. When it
+    // filled its buffer, more calls are there, and the replies wait for
+    // theirs (up to a send's most): a client sending calls of 4 KiB brings
+    // about 4 to a recv, and their replies each took a sendmsg of their own.
     if (drained) return;
     auto buf = reader.buffer();
     ssize_t n = ::recv(c->fd(), buf.data(), buf.size(), 0);

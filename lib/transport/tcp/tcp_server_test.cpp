@@ -94,11 +94,11 @@ int reply_from(int fd) {
   return bytes[4];
 }
 
-// Sends `calls` calls of 8 bytes (the first byte numbering them) with one
+// Sends `calls` calls of `bytes` (the first byte numbering them) with one
 // send, to a server that answers each; returns how many found replies to
 // the ones before already in the client's socket when they ran. The client
 // reads the replies, checking their order, once the last call has run.
-int calls_that_found_replies_sent(int calls) {
+int calls_that_found_replies_sent(int calls, std::size_t bytes = 8) {
   std::atomic<int> client_fd{-1};
   std::atomic<int> ran{0}, found{0};
   TcpServer server({}, [&](rpc::IncomingCall&& call) {
@@ -120,10 +120,10 @@ int calls_that_found_replies_sent(int calls) {
   client_fd = fd->get();
   std::vector<std::uint8_t> batch;
   for (int i = 0; i < calls; ++i) {
-    const auto mark = record_mark(8);
+    const auto mark = record_mark(static_cast<std::uint32_t>(bytes));
     batch.insert(batch.end(), mark.begin(), mark.end());
     batch.push_back(static_cast<std::uint8_t>(i));
-    batch.insert(batch.end(), 7, 0);
+    batch.insert(batch.end(), bytes - 1, 0);
   }
   EXPECT_EQ(::send(fd->get(), batch.data(), batch.size(), 0), static_cast<ssize_t>(batch.size()));
   for (int i = 0; i < 500 && ran.load() < calls; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -139,6 +139,13 @@ int calls_that_found_replies_sent(int calls) {
 // batch, not one per call. 15 is fewer than a send's most.
 TEST(TcpServer, RepliesToTheCallsOfOneReceivedBatchLeaveTogether) {
   EXPECT_EQ(calls_that_found_replies_sent(15), 0) << "replies left one by one while their batch ran";
+}
+
+// Calls of 4 KiB (WRITE-sized): a recv brings a few and fills its buffer,
+// so more are in the socket; the replies wait for theirs rather than take a
+// sendmsg per recv.
+TEST(TcpServer, RepliesWaitForTheCallsAFullReceiveLeftInTheSocket) {
+  EXPECT_EQ(calls_that_found_replies_sent(8, 4100), 0) << "the replies of a full recv's calls left before the rest";
 }
 
 // A batch larger than a send's most (16 replies) has its first replies sent
