@@ -143,8 +143,8 @@ class Encoder {
   // Appended, not resized into: growing a vector by resize() zero-fills
   // through an out-of-line call per field.
   void u32(std::uint32_t v) {
-    const std::uint8_t b[4] = {static_cast<std::uint8_t>(v >> 24), static_cast<std::uint8_t>(v >> 16),
-                               static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)};
+    std::uint8_t b[4];
+    store_be32(b, v);
     out_.insert(out_.end(), b, b + 4);
   }
   void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
