@@ -215,6 +215,34 @@ nfsstat3 lookup_child(const Export& ex, int dirfd, const struct stat& dir_st, co
 
 int stat_fd(int fd, struct stat& st) { return ::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW); }
 
+int stat_io(int fd, struct stat& st, bool& may_be_immutable) {
+  struct statx sx {};
+  if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0) {
+    // A sandbox whose filter predates statx: fstat, which cannot tell.
+    may_be_immutable = true;
+    return errno == ENOSYS || errno == EPERM ? stat_fd(fd, st) : -1;
+  }
+  auto ts = [](const statx_timestamp& t) {
+    return timespec{static_cast<time_t>(t.tv_sec), static_cast<long>(t.tv_nsec)};
+  };
+  st = {};
+  st.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  st.st_ino = static_cast<ino_t>(sx.stx_ino);
+  st.st_mode = sx.stx_mode;
+  st.st_nlink = static_cast<nlink_t>(sx.stx_nlink);
+  st.st_uid = sx.stx_uid;
+  st.st_gid = sx.stx_gid;
+  st.st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+  st.st_size = static_cast<off_t>(sx.stx_size);
+  st.st_blksize = static_cast<blksize_t>(sx.stx_blksize);
+  st.st_blocks = static_cast<blkcnt_t>(sx.stx_blocks);
+  st.st_atim = ts(sx.stx_atime);
+  st.st_mtim = ts(sx.stx_mtime);
+  st.st_ctim = ts(sx.stx_ctime);
+  may_be_immutable = (sx.stx_attributes & STATX_ATTR_IMMUTABLE) || !(sx.stx_attributes_mask & STATX_ATTR_IMMUTABLE);
+  return 0;
+}
+
 post_op_attr post_op(const Object& o) {
   struct stat st {};
   if (!o.ex || stat_fd(o.fd.get(), st) != 0) return std::nullopt;

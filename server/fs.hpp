@@ -124,6 +124,9 @@ bool is_export_root(const Export& ex, const struct stat& st);
 
 // fstat of an O_PATH descriptor.
 int stat_fd(int fd, struct stat& st);
+// The same by statx, which also says whether the file may be immutable: it
+// is, or its filesystem does not say.
+int stat_io(int fd, struct stat& st, bool& may_be_immutable);
 nfs3::post_op_attr post_op(const Object& o);
 // The attributes reach() found `o` with, else what a stat finds now.
 nfs3::pre_op_attr pre_op(const Object& o);

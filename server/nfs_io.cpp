@@ -117,17 +117,22 @@ nfsstat3 NfsService::io_file(const CallContext& ctx, const nfs_fh3& fh, bool wri
   // Every call: the file still has a name (else the handle is stale, as on
   // nfsd), and the caller may read or write it, as the caller (AT_EACCESS:
   // the thread's fsuid, fsgid and groups). Its owner may read and write it
-  // whatever the mode says (nfsd's owner override): an owner's READ asks
-  // nothing more, as a refusal could only be EACCES; a WRITE asks, for EROFS
-  // and EPERM.
-  if (::fstat(f->io.get(), &st) != 0) return errno_to_nfsstat3(errno);
+  // whatever the mode says (nfsd's owner override), so an owner's READ asks
+  // nothing more, and so does an owner's WRITE to a file the stat shows is
+  // not immutable (EPERM, which the override does not lift). A mount made
+  // read-only (EROFS) refuses no file held open for writing, unless the
+  // filesystem forced it after an error, as ext4's errors=remount-ro does;
+  // the write or its commit then fails instead.
+  bool may_be_immutable = true;
+  if (stat_io(f->io.get(), st, may_be_immutable) != 0) return errno_to_nfsstat3(errno);
   if (st.st_nlink == 0) {
     files_.forget(fh);
     return NFS3ERR_STALE;
   }
-  const bool owner_reads = !write && st.st_uid == identity(ctx, o).uid;
-  if (!owner_reads && ::faccessat(f->path.get(), "", write ? W_OK : R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
-    if (errno != EACCES || st.st_uid != identity(ctx, o).uid) return errno_to_nfsstat3(errno);
+  const bool owner = st.st_uid == identity(ctx, o).uid;
+  if (owner && !(write && may_be_immutable)) return NFS3_OK;
+  if (::faccessat(f->path.get(), "", write ? W_OK : R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
+    if (errno != EACCES || !owner) return errno_to_nfsstat3(errno);
   }
   return NFS3_OK;
 }

@@ -1,5 +1,8 @@
 // Who may do what: identities and squashing, read-only exports, client lists,
 // secure ports, forged handles, and the RPC-level answers to bad calls.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,9 +10,12 @@
 
 #include <filesystem>
 #include <atomic>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
+#include "lib/base/fd.hpp"
 #include "lib/transport/tcp/record.hpp"
 #include "lib/transport/tcp/socket.hpp"
 #include "tests/server_harness.hpp"
@@ -135,6 +141,58 @@ TEST_F(ServerAccess, OwnerMayWriteTheirOwnReadOnlyFile) {
   nfs_fh3 f = c.create(root, "ro-for-owner", 0444);
   c.write(f, 0, "still writable by its owner");  // as with `cp` of a 0444 file over NFS
   EXPECT_EQ(c.read(f, 0, 5), "still");
+}
+
+// The owner's override stops at what nfsd refuses even an owner: writing an
+// immutable file is EPERM, for a file the server holds open too. Tried in the
+// test's own directory and on /dev/shm: tmpfs lets an immutable file be
+// written through a descriptor opened before, so there only the server's
+// check refuses it.
+TEST_F(ServerAccess, NobodyWritesAnImmutableFileItsOwnerIncluded) {
+  std::optional<TempDir> shm;
+  std::vector<std::string> dirs{dir_.path()};
+  if (std::filesystem::is_directory("/dev/shm")) {
+    shm.emplace("/dev/shm");
+    std::filesystem::permissions(shm->path(), std::filesystem::perms::all);
+    dirs.push_back(shm->path());
+  }
+  std::vector<std::string> exports;
+  for (const auto& d : dirs) exports.push_back(d + " 127.0.0.1(rw)");
+  start(exports);
+  auto set_immutable = [](const std::string& path, bool on) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    int flags = 0;
+    if (!fd.valid() || ::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0) return false;
+    flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+    return ::ioctl(fd.get(), FS_IOC_SETFLAGS, &flags) == 0;
+  };
+  int tried = 0;
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    Client c(*server_);
+    c.as = {1000, 1000, {}};
+    nfs_fh3 root = c.mount_root(dir);
+    nfs_fh3 f = c.create(root, "fixed", 0644);
+    c.write(f, 0, "before");  // now open for writing in the server
+    const std::string path = dir + "/fixed";
+    if (!set_immutable(path, true)) {
+      std::cerr << dir << " has no immutable files (" << std::strerror(errno) << "): not tried there\n";
+      continue;
+    }
+    ++tried;
+    struct Mutable {  // however the test ends, or the file outlives it
+      decltype(set_immutable)& set;
+      const std::string& path;
+      ~Mutable() { set(path, false); }
+    } undo{set_immutable, path};
+    static const std::uint8_t kData[] = {'x'};
+    auto write = [&] { return c.call<WRITE3res>(Proc::WRITE, WRITE3args{f, 0, 1, stable_how::FILE_SYNC, kData}).status; };
+    EXPECT_EQ(write(), NFS3ERR_PERM);
+    EXPECT_EQ(c.read(f, 0, 6), "before");  // reading it is still the owner's
+    ASSERT_TRUE(set_immutable(path, false));
+    EXPECT_EQ(write(), NFS3_OK);
+  }
+  if (tried == 0) GTEST_SKIP() << "no filesystem here takes the immutable attribute (CAP_LINUX_IMMUTABLE?)";
 }
 
 TEST_F(ServerAccess, ReadOnlyExportRefusesEveryModifyingProcedure) {

@@ -22,6 +22,7 @@ namespace nfsrdma::test {
 class TempDir {
  public:
   TempDir();
+  explicit TempDir(const std::string& under);  // a filesystem of the test's choosing
   ~TempDir();
   const std::string& path() const { return path_; }
 
