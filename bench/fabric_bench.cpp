@@ -257,7 +257,7 @@ int run_client(const std::string& provider, const std::string& peer, std::uint16
   auto domain = must(Domain::open(info.get()));
   std::vector<std::uint8_t> peer_private;
   Messages m;
-  auto ep = must(Endpoint::connect(*domain, info.get(), {}, peer_private, 5000, 64, [&](Endpoint& e) -> Result<void> {
+  auto ep = must(Endpoint::connect(*domain, info.get(), {}, peer_private, 5000, 64, false, [&](Endpoint& e) -> Result<void> {
     m = setup_messages(*domain, e);
     return {};
   }));

@@ -29,7 +29,7 @@ class RawRdma {
     mr_ = domain_->register_memory(buf_.data(), buf_.size(), true).value();
     std::vector<std::uint8_t> theirs;
     auto priv = rpcrdma::encode_private({});
-    auto ep = fabric::Endpoint::connect(*domain_, info_.get(), priv, theirs, 5000, 2 * kSends,
+    auto ep = fabric::Endpoint::connect(*domain_, info_.get(), priv, theirs, 5000, 2 * kSends, false,
                                         [&](fabric::Endpoint& e) { return post_recv(e); });
     if (!ep) throw std::runtime_error(ep.error().describe());
     ep_ = std::move(*ep);

@@ -3,9 +3,13 @@
 // over the working ones, and the per-connection metrics. The calls
 // themselves are in nfs_client.cpp.
 #include <arpa/inet.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
 
 #include "client/core/mount_client.hpp"
 #include "client/core/nfs_client.hpp"
@@ -173,6 +177,7 @@ Result<std::shared_ptr<rpc::ClientTransport>> NfsClient::make_transport(
     o.provider = options_.provider;
     o.max_credits = options_.credits;
     o.caller_progress = options_.caller_progress;
+    o.wait_fd = links_.size() > 1;  // progress() waits on them all at once
     o.source_address = link.local;
     o.connect_timeout_ms = kConnectTimeoutMs;
     auto c = rdma::RdmaClient::connect(link.remote, nfs_port_, o);
@@ -364,19 +369,57 @@ std::size_t NfsClient::progress(int timeout_ms) {
   const Transports& ts = held ? *held : none;
   std::size_t ran = 0;
   bool broken = ts.empty();
-  // nconnect: a look at each, then a wait on one of them in turn, in slices
-  // short enough that the others' replies wait little.
+  // nconnect: a look at each, then a wait on all of them at once.
   for (auto& t : ts) {
     auto n = t->progress(ts.size() == 1 ? timeout_ms : 0);
     if (n) ran += *n;
     broken |= !n;
   }
-  if (ran == 0 && !broken && ts.size() > 1 && timeout_ms > 0) {
-    if (auto n = ts[first % ts.size()]->progress(std::min(timeout_ms, 1))) ran = *n;
-  }
+  if (ran == 0 && !broken && ts.size() > 1 && timeout_ms > 0) ran = wait_any(ts, timeout_ms, first);
   // Broken or being remade: the maintenance thread brings new connections.
   if (ran == 0 && broken && timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
   return ran;
+}
+
+std::size_t NfsClient::wait_any(const Transports& ts, int timeout_ms, std::size_t first) {
+  std::array<pollfd, 32> fds;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    std::size_t n = 0;
+    bool ready = false;
+    for (auto& t : ts) {
+      const int fd = t->wait_fd();
+      // A transport with no descriptor (or more links than the set holds):
+      // a wait on one in turn, in slices short enough that the others'
+      // replies wait little.
+      if (fd < 0 || n == fds.size()) {
+        auto got = ts[first % ts.size()]->progress(std::min(timeout_ms, 1));
+        return got ? *got : 0;
+      }
+      if (!t->try_wait()) {
+        ready = true;
+        break;
+      }
+      fds[n++] = {fd, POLLIN, 0};
+    }
+    if (!ready) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) return 0;
+      // In slices: a connection's end on verbs flushes nothing into the
+      // queue, and its event is read by a progress() that finds nothing
+      // (RdmaClient::cm_look_due), every 10 ms at most.
+      if (::poll(fds.data(), n, static_cast<int>(std::min<long long>(left, 10))) < 0 && errno != EINTR) return 0;
+    }
+    // What woke it may have run nothing (part of a record, the end of a
+    // slice): then the wait goes on.
+    std::size_t ran = 0;
+    for (auto& t : ts) {
+      auto got = t->progress(0);
+      if (!got) return ran;  // broken: the next progress() sees it
+      ran += *got;
+    }
+    if (ran > 0) return ran;
+  }
 }
 
 NfsClient::SendBatch::SendBatch(NfsClient& client) {

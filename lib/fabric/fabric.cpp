@@ -329,9 +329,9 @@ Result<void> Endpoint::open(const fi_info* info, std::size_t queue_depth, bool w
 Result<std::unique_ptr<Endpoint>> Endpoint::connect(Domain& domain, const fi_info* info,
                                                     std::span<const std::uint8_t> private_data,
                                                     std::vector<std::uint8_t>& peer_private, int timeout_ms,
-                                                    std::size_t queue_depth, const Prepare& before_connect) {
+                                                    std::size_t queue_depth, bool wait_fd, const Prepare& before_connect) {
   std::unique_ptr<Endpoint> ep(new Endpoint(domain));
-  if (auto r = ep->open(info, queue_depth, false); !r) return r.error();
+  if (auto r = ep->open(info, queue_depth, wait_fd); !r) return r.error();
   if (auto r = before_connect(*ep); !r) return r.error();
   if (int rc = fi_connect(ep->ep_, info->dest_addr, private_data.data(), private_data.size()); rc != 0) {
     return fabric_error(rc, "fi_connect");

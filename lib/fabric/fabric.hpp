@@ -147,11 +147,12 @@ class Endpoint {
   using Prepare = std::function<Result<void>(Endpoint&)>;
 
   // Client side: connects to `info`'s destination, sending `private_data`;
-  // the server's private data comes back in `peer_private`.
+  // the server's private data comes back in `peer_private`. `wait_fd`: with
+  // a descriptor to wait on (wait_fd() below).
   static Result<std::unique_ptr<Endpoint>> connect(Domain& domain, const fi_info* info,
                                                    std::span<const std::uint8_t> private_data,
                                                    std::vector<std::uint8_t>& peer_private, int timeout_ms,
-                                                   std::size_t queue_depth, const Prepare& before_connect);
+                                                   std::size_t queue_depth, bool wait_fd, const Prepare& before_connect);
   // Server side, from a connection request.
   static Result<std::unique_ptr<Endpoint>> accept(Domain& domain, const fi_info* request,
                                                   std::span<const std::uint8_t> private_data, int timeout_ms,
@@ -182,7 +183,7 @@ class Endpoint {
   // Wakes a thread blocked in poll() (thread-safe).
   void wake();
   // For a thread that waits on many endpoints at once (rdma::ProgressLoop;
-  // accepted endpoints only): a descriptor that becomes readable when the
+  // accepted endpoints, and connected ones asked for it, -1 else): a descriptor that becomes readable when the
   // completion queue may have work, and the check to make before waiting on
   // it. try_wait() is false when there is work now (poll() instead); true
   // means the queue is armed, so the descriptor will signal what comes next

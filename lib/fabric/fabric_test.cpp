@@ -140,7 +140,7 @@ TEST(Fabric, ConnectSendAndRmaOverTcp) {
   ASSERT_TRUE(domain.ok());
   std::vector<std::uint8_t> peer_private;
   const std::uint8_t hello[] = {1, 2, 3, 4};
-  auto ep = Endpoint::connect(**domain, info->get(), hello, peer_private, 5000, 16, [](Endpoint&) -> Result<void> {
+  auto ep = Endpoint::connect(**domain, info->get(), hello, peer_private, 5000, 16, false, [](Endpoint&) -> Result<void> {
     return {};
   });
   ASSERT_TRUE(ep.ok()) << ep.error().describe();

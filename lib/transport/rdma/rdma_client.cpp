@@ -79,6 +79,7 @@ Result<std::unique_ptr<RdmaClient>> RdmaClient::connect(const std::string& host,
   std::vector<std::uint8_t> theirs;
   RdmaClient* self = c.get();
   auto ep = fabric::Endpoint::connect(*c->domain_, info->get(), priv, theirs, options.connect_timeout_ms, n * 2 + 64,
+                                      options.caller_progress && options.wait_fd,
                                       [self](fabric::Endpoint& e) -> Result<void> {
                                         for (std::size_t i = 0; i < self->recv_ctx_.size(); ++i) {
                                           auto buf = self->recv_pool_->slot(i);
@@ -374,6 +375,10 @@ Result<std::size_t> RdmaClient::progress(int timeout_ms) {
   }
   return step(timeout_ms);
 }
+
+int RdmaClient::wait_fd() { return options_.caller_progress ? ep_->wait_fd() : -1; }
+
+bool RdmaClient::try_wait() { return ep_->wait_fd() < 0 || ep_->try_wait(); }
 
 bool RdmaClient::cm_look_due(int timeout_ms) {
   constexpr std::int64_t kCmLookNs = 10'000'000;

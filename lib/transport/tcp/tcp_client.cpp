@@ -255,6 +255,15 @@ Result<std::size_t> TcpClient::progress(int timeout_ms) {
   return ran;
 }
 
+int TcpClient::wait_fd() { return options_.caller_progress ? fd_.get() : -1; }
+
+bool TcpClient::try_wait() {
+  // The socket says what is still to come; what is here already it does not:
+  // replies absorbed while sending, bytes read and not parsed, an end.
+  std::lock_guard lk(recv_mu_);
+  return absorbed_.empty() && !ended_ && !reader_.has_unparsed();
+}
+
 rpc::ReplyHandler TcpClient::take_handler(std::span<const std::uint8_t> reply) {
   std::uint32_t xid = 0;
   if (!rpc::peek_xid(reply, xid)) return {};

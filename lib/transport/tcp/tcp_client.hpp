@@ -55,6 +55,8 @@ class TcpClient final : public rpc::ClientTransport {
   void call(const rpc::OutgoingCall& call, rpc::ReplyHandler on_reply) override;
   void shutdown() override;
   Result<std::size_t> progress(int timeout_ms) override;
+  int wait_fd() override;
+  bool try_wait() override;
   void hold_sends() override;
   void send_held() override;
 
