@@ -182,11 +182,12 @@ class Endpoint {
   void shutdown();
   // Wakes a thread blocked in poll() (thread-safe).
   void wake();
-  // For a thread that waits on many endpoints at once (rdma::ProgressLoop;
-  // accepted endpoints, and connected ones asked for it, -1 else): a descriptor that becomes readable when the
-  // completion queue may have work, and the check to make before waiting on
-  // it. try_wait() is false when there is work now (poll() instead); true
-  // means the queue is armed, so the descriptor will signal what comes next
+  // For a thread that waits on many endpoints at once (rdma::ProgressLoop,
+  // NfsClient::wait_any; accepted endpoints, and connected ones asked for
+  // it, else -1): a descriptor that becomes readable when the completion
+  // queue may have work, and the check to make before waiting on it.
+  // try_wait() is false when there is work now (poll() instead); true means
+  // the queue is armed, so the descriptor will signal what comes next
   // (fi_trywait). Not thread-safe: the thread that polls calls them.
   int wait_fd() const { return wait_fd_; }
   bool try_wait();
