@@ -357,10 +357,9 @@ class NfsClient {
   // not a copy per call); remade when a link goes down or comes back.
   std::shared_ptr<const Transports> progressing_;
   std::size_t next_link_ = 0;      // ties between links go in turn
-  std::size_t next_progress_ = 0;  // the connection progress() blocks on next, when it cannot wait on all
   // progress() with nothing to run yet over several connections: waits on
   // all of them at once, up to `timeout_ms`, and runs what comes.
-  static std::size_t wait_any(const Transports& ts, int timeout_ms, std::size_t first);
+  static std::size_t wait_any(const Transports& ts, int timeout_ms);
   std::uint32_t connections_ = 0;  // transports made, for Link::connection
   std::pmr::unsynchronized_pool_resource call_nodes_;  // calls_'s, kept for the next calls
   std::pmr::map<std::uint32_t, Call*> calls_{&call_nodes_};  // by xid, in the order they were made

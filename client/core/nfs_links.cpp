@@ -359,11 +359,9 @@ void NfsClient::reconnect_loop() {
 
 std::size_t NfsClient::progress(int timeout_ms) {
   std::shared_ptr<const Transports> held;
-  std::size_t first = 0;
   {
     std::lock_guard lk(mu_);
     held = progressing_;  // held here: a reconnect may drop them meanwhile
-    first = next_progress_++;
   }
   static const Transports none;
   const Transports& ts = held ? *held : none;
@@ -375,27 +373,23 @@ std::size_t NfsClient::progress(int timeout_ms) {
     if (n) ran += *n;
     broken |= !n;
   }
-  if (ran == 0 && !broken && ts.size() > 1 && timeout_ms > 0) ran = wait_any(ts, timeout_ms, first);
+  if (ran == 0 && !broken && ts.size() > 1 && timeout_ms > 0) ran = wait_any(ts, timeout_ms);
   // Broken or being remade: the maintenance thread brings new connections.
   if (ran == 0 && broken && timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 10)));
   return ran;
 }
 
-std::size_t NfsClient::wait_any(const Transports& ts, int timeout_ms, std::size_t first) {
+std::size_t NfsClient::wait_any(const Transports& ts, int timeout_ms) {
   std::array<pollfd, 32> fds;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     std::size_t n = 0;
     bool ready = false;
     for (auto& t : ts) {
+      // A transport with no descriptor, or past the set's room, is looked
+      // at after each slice below.
       const int fd = t->wait_fd();
-      // A transport with no descriptor (or more links than the set holds):
-      // a wait on one in turn, in slices short enough that the others'
-      // replies wait little.
-      if (fd < 0 || n == fds.size()) {
-        auto got = ts[first % ts.size()]->progress(std::min(timeout_ms, 1));
-        return got ? *got : 0;
-      }
+      if (fd < 0 || n == fds.size()) continue;
       if (!t->try_wait()) {
         ready = true;
         break;
@@ -407,7 +401,8 @@ std::size_t NfsClient::wait_any(const Transports& ts, int timeout_ms, std::size_
       if (left <= 0) return 0;
       // In slices: a connection's end on verbs flushes nothing into the
       // queue, and its event is read by a progress() that finds nothing
-      // (RdmaClient::cm_look_due), every 10 ms at most.
+      // (RdmaClient::cm_look_due), every 10 ms at most; so is a transport
+      // left out of the set.
       if (::poll(fds.data(), n, static_cast<int>(std::min<long long>(left, 10))) < 0 && errno != EINTR) return 0;
     }
     // What woke it may have run nothing (part of a record, the end of a

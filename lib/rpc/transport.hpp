@@ -72,9 +72,10 @@ class ClientTransport {
   }
   // For a caller driving several such transports at once (nconnect), which
   // waits on all of them together: a descriptor that becomes readable when
-  // progress() may find work (-1: none; progress(timeout) is the only way
-  // to wait), and the look to take just before waiting on it, after a
-  // progress(): false when work is already there, so progress() again.
+  // progress() may find work (-1: none; the caller then looks again after
+  // a short wait on the others), and the look to take just before waiting
+  // on it, after a progress(): false when work is already there, so
+  // progress() again.
   virtual int wait_fd() { return -1; }
   virtual bool try_wait() { return true; }
   // Calls made from now until send_held() may wait in the transport and
