@@ -259,8 +259,9 @@ def vs_kernel(cells):
 def environment():
     mem = next(int(l.split()[1]) // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal"))
     fio = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     return {"kernel": platform.release(), "cpus": os.cpu_count(), "memory_MiB": mem, "fio": fio,
-            "rdma": "soft-RoCE (rdma_rxe) on a veth pair, MTU 9000, inside QEMU with TCG emulation",
+            "rdma": f"soft-RoCE (rdma_rxe) on a veth pair, MTU 9000, inside QEMU with TCG emulation ({model})",
             "servers": "both export a tmpfs; nfsd with 8 threads and 1 MiB transfers",
             "mounts": "NFSv3, fio with libaio and O_DIRECT; the engine talks to the server itself"}
 

@@ -12,7 +12,7 @@ skip() { echo "1..0 # SKIP $*"; exit 0; }
 if ! prep=$("$RIG/prepare.sh" "$BUILD" 2>&1); then
   skip "the guest could not be prepared: $(tail -1 <<<"$prep")"
 fi
-"$RIG/run.sh" --name kernel --timeout "${KERNEL_SUITE_TIMEOUT:-1200}" "$HERE/kernel_cases.sh"
+"$RIG/run.sh" --name kernel --timeout "${KERNEL_SUITE_TIMEOUT:-1500}" "$HERE/kernel_cases.sh"
 rc=$?
 if [ $rc = 124 ]; then echo "Bail out! the guest ran out of time; see $BUILD/guest/runs/kernel/"; fi
 [ -f "$BUILD/guest/runs/kernel/figures.txt" ] && sed 's/^/# /' "$BUILD/guest/runs/kernel/figures.txt"
